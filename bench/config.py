@@ -1,0 +1,189 @@
+"""Run configuration: hyperparameter resolution, presets, protocols and run identity.
+
+Hyperparameters of a run are resolved in this order, later layers winning:
+
+1. engine defaults (``ENGINE_DEFAULTS``) and the dataset's default backbone;
+2. the protocol's engine-wide switches (``PROTOCOLS``);
+3. the method's YAML: ``defaults``, then ``datasets.<dataset>``, then ``protocols.<protocol>``;
+4. the preset (``PRESETS``);
+5. ``--epochs``;
+6. ``--set key=value`` overrides.
+
+A run's id is a hash of everything that defines its result (method, dataset, ratio, seed,
+protocol, dataset options and the resolved hyperparameters); the preset's name, the code
+version and the dataset version are recorded beside it but not hashed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from functools import cache
+from importlib import resources
+from typing import Any
+
+import yaml
+from debias_bench.errors import ConfigError, UnknownNameError
+from debias_bench.registry import DATASETS, METHODS
+
+ENGINE_DEFAULTS: dict[str, Any] = {
+    "batch_size": 256,
+    "epochs": 100,
+    "steps": None,  # when set, overrides epochs
+    "eval_every": None,  # in steps; None: every ``eval_every_epochs`` epochs
+    "eval_every_epochs": 1,
+    "eval_batch_size": 1024,
+    "train_limit": None,  # use a seeded random subset of this many training samples
+    "eval_limit": None,  # evaluate on a seeded random subset of valid/test of this size
+    "input_div255": False,
+}
+
+#: Engine-wide switches of each protocol; methods add their own under ``protocols:`` in YAML.
+PROTOCOLS: dict[str, dict[str, Any]] = {
+    # The official repositories' behaviour, needed to reproduce the published tables:
+    # the MLPs divide their [0, 1] input by 255 again.
+    "official": {"input_div255": True},
+    # The same recipes without the official quirks: the honest comparison.
+    "clean": {"input_div255": False},
+}
+
+#: Overrides applied by ``--preset``.
+PRESETS: dict[str, dict[str, Any]] = {
+    # the methods' own configurations (paper appendix B / official repositories)
+    "paper": {},
+    # a real but short comparison: a couple of minutes on a laptop CPU for Colored MNIST
+    "quick": {"epochs": 20, "eval_every_epochs": 2},
+    # plumbing check: a few steps on every dataset, small evaluation subsets
+    "smoke": {"steps": 20, "eval_every": 10, "eval_limit": 500, "eval_batch_size": 256},
+}
+
+
+def _check(name: str, table: dict[str, Any], kind: str) -> dict[str, Any]:
+    if name not in table:
+        close = difflib.get_close_matches(name, list(table), n=1)
+        raise UnknownNameError(
+            f"unknown {kind} {name!r}; valid names: {', '.join(table)}",
+            hint=f"did you mean {close[0]!r}?" if close else None,
+        )
+    return table[name]
+
+
+@cache
+def method_yaml(method: str) -> dict[str, Any]:
+    """The YAML beside a method's module (``methods/<name>.yaml``); empty when absent."""
+    module = METHODS.get(method).__module__
+    package, _, stem = module.rpartition(".")
+    path = resources.files(package) / f"{stem}.yaml"
+    if not path.is_file():
+        return {}
+    data = yaml.safe_load(path.read_text()) or {}
+    unknown = set(data) - {"defaults", "datasets", "protocols"}
+    if unknown:
+        raise ConfigError(f"{path}: unknown top-level keys {sorted(unknown)}")
+    return data
+
+
+def parse_overrides(items: list[str] | None) -> dict[str, Any]:
+    """``["lr=1e-3", "alpha=0"]`` -> ``{"lr": 0.001, "alpha": 0}`` (values parsed as YAML)."""
+    out: dict[str, Any] = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"bad override {item!r}", hint="use --set key=value, e.g. lr=1e-3")
+        parsed = yaml.safe_load(value) if value.strip() else None
+        # YAML reads "1e-3" as a string; accept the float spelling people type
+        if isinstance(parsed, str):
+            with contextlib.suppress(ValueError):
+                parsed = float(parsed)
+        out[key.strip()] = parsed
+    return out
+
+
+def resolve_hparams(
+    method: str,
+    dataset: str,
+    protocol: str = "official",
+    preset: str = "paper",
+    epochs: int | None = None,
+    overrides: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    spec = DATASETS.get(dataset).spec
+    doc = method_yaml(method)
+    hp: dict[str, Any] = {**ENGINE_DEFAULTS, "backbone": spec.backbone}
+    hp.update(_check(protocol, PROTOCOLS, "protocol"))
+    hp.update(doc.get("defaults") or {})
+    hp.update((doc.get("datasets") or {}).get(dataset) or {})
+    hp.update((doc.get("protocols") or {}).get(protocol) or {})
+    preset_values = dict(_check(preset, PRESETS, "preset"))
+    if "epochs" in preset_values and hp.get("steps") is not None:
+        preset_values.setdefault("steps", None)  # a preset length replaces a YAML step count
+    hp.update(preset_values)
+    if epochs is not None:
+        hp.update(epochs=int(epochs), steps=None)
+    for key, value in (overrides or {}).items():
+        if key not in hp:
+            close = difflib.get_close_matches(key, list(hp), n=1)
+            raise ConfigError(
+                f"--set {key}: {method} on {dataset} has no hyperparameter {key!r}",
+                hint=(f"did you mean {close[0]!r}? " if close else "")
+                + f"known: {', '.join(sorted(hp))}",
+            )
+        hp[key] = value
+    return hp
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    method: str
+    dataset: str
+    ratio: float
+    seed: int
+    protocol: str = "official"
+    hparams: dict[str, Any] = field(default_factory=dict)
+    data_options: dict[str, Any] = field(default_factory=dict)
+    preset: str = "paper"  # recorded, not hashed: its effect is in ``hparams``
+
+    def identity(self) -> dict[str, Any]:
+        d = asdict(self)
+        d.pop("preset")
+        return d
+
+    @property
+    def run_id(self) -> str:
+        canonical = json.dumps(self.identity(), sort_keys=True, default=str)
+        digest = hashlib.sha256(canonical.encode()).hexdigest()[:10]
+        return f"{self.dataset}_{self.method}_r{self.ratio:g}_s{self.seed}_{digest}"
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> RunConfig:
+        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
+
+
+def make_config(
+    method: str,
+    dataset: str,
+    ratio: float,
+    seed: int,
+    protocol: str = "official",
+    preset: str = "paper",
+    epochs: int | None = None,
+    overrides: dict[str, Any] | None = None,
+    data_options: dict[str, Any] | None = None,
+) -> RunConfig:
+    hp = resolve_hparams(method, dataset, protocol, preset, epochs, overrides)
+    return RunConfig(
+        method=method,
+        dataset=dataset,
+        ratio=float(ratio),
+        seed=int(seed),
+        protocol=protocol,
+        hparams=hp,
+        data_options=dict(data_options or {}),
+        preset=preset,
+    )

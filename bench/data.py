@@ -1,0 +1,208 @@
+"""The dataset contract: a spec, in-memory splits of uint8 images, and a batch pipeline.
+
+Images are stored as uint8 arrays ``N x H x W x C`` (the LfF npy layout), either torch tensors
+in memory or NumPy memory maps for the large sets. Batches are built on tensors: a per-epoch
+permutation drawn from ``(seed, epoch)``, indexing, conversion to float, normalisation and
+augmentation (random crop with padding, horizontal flip) applied to the whole batch at once,
+with no per-sample Python. Because the order depends only on ``(seed, epoch)``, a resumed
+run sees exactly the batches an uninterrupted one would have seen.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+ArrayLike = torch.Tensor | np.ndarray
+
+
+@dataclass(frozen=True)
+class DatasetSpec:
+    """What a method and the engine need to know about a dataset family."""
+
+    name: str
+    num_classes: int
+    num_biases: int
+    ratios: tuple[float, ...]
+    image_size: tuple[int, int]
+    channels: int
+    backbone: str
+    test_kind: str  # "unbiased" (bias uniform) or "conflicting" (bias-conflicting samples only)
+    class_names: tuple[str, ...] = ()
+    bias_names: tuple[str, ...] = ()
+    mean: tuple[float, ...] | None = None  # normalisation after scaling to [0, 1]
+    std: tuple[float, ...] | None = None
+    crop_padding: int = 0  # training augmentation: random crop with this padding
+    hflip: bool = False  # training augmentation: random horizontal flip
+
+    @property
+    def input_dim(self) -> int:
+        return self.channels * self.image_size[0] * self.image_size[1]
+
+
+@dataclass
+class Split:
+    """One split held as uint8 images with integer labels and bias labels.
+
+    By the convention of every dataset here, a sample is bias-aligned iff ``bias == label``.
+    """
+
+    images: ArrayLike  # uint8, N x H x W x C
+    labels: torch.Tensor  # int64, N
+    biases: torch.Tensor  # int64, N
+    name: str = ""
+    indices: torch.Tensor = field(default=None)  # type: ignore[assignment]  # int64 ids, default arange
+
+    def __post_init__(self) -> None:
+        n = len(self.labels)
+        if len(self.images) != n or len(self.biases) != n:
+            raise ValueError(
+                f"split {self.name!r}: {len(self.images)} images, {n} labels, "
+                f"{len(self.biases)} bias labels; they must match"
+            )
+        if self.indices is None:
+            self.indices = torch.arange(n)
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    @property
+    def aligned(self) -> torch.Tensor:
+        return self.labels == self.biases
+
+    def subset(self, rows: torch.Tensor | np.ndarray) -> Split:
+        rows_t = torch.as_tensor(rows, dtype=torch.long)
+        return Split(
+            images=take(self.images, rows_t),
+            labels=self.labels[rows_t],
+            biases=self.biases[rows_t],
+            name=self.name,
+            indices=self.indices[rows_t],
+        )
+
+    def counts(self, num_classes: int, num_biases: int) -> torch.Tensor:
+        """Matrix of sample counts per (class, bias)."""
+        flat = self.labels * num_biases + self.biases
+        return torch.bincount(flat, minlength=num_classes * num_biases).view(
+            num_classes, num_biases
+        )
+
+
+@dataclass
+class Splits:
+    train: Split
+    valid: Split
+    test: Split
+
+    def __iter__(self) -> Iterator[Split]:
+        return iter((self.train, self.valid, self.test))
+
+
+class Batch(NamedTuple):
+    index: torch.Tensor  # position of each sample in the training split (for per-sample state)
+    x: torch.Tensor
+    y: torch.Tensor
+    b: torch.Tensor
+
+
+def take(images: ArrayLike, rows: torch.Tensor) -> torch.Tensor:
+    """Gather rows of an in-memory tensor or a (memory-mapped) NumPy array as a tensor."""
+    if isinstance(images, torch.Tensor):
+        return images[rows]
+    rows_np = rows.numpy()
+    order = np.argsort(rows_np, kind="stable")  # sorted reads are much faster on a memmap
+    gathered = np.asarray(images[rows_np[order]])
+    out = np.empty_like(gathered)
+    out[order] = gathered
+    return torch.from_numpy(out)
+
+
+def to_float(images: torch.Tensor, spec: DatasetSpec) -> torch.Tensor:
+    """uint8 ``N x H x W x C`` -> float ``N x C x H x W`` in [0, 1], then normalised."""
+    x = images.permute(0, 3, 1, 2).float().div_(255.0)
+    if spec.mean is not None and spec.std is not None:
+        mean = torch.tensor(spec.mean, device=x.device).view(1, -1, 1, 1)
+        std = torch.tensor(spec.std, device=x.device).view(1, -1, 1, 1)
+        x = (x - mean) / std
+    return x
+
+
+def random_crop_flip(
+    x: torch.Tensor, padding: int, flip: bool, generator: torch.Generator
+) -> torch.Tensor:
+    """Batch-wise RandomCrop(size, padding) + RandomHorizontalFlip, each sample its own draw."""
+    n, c, h, w = x.shape
+    if padding:
+        padded = F.pad(x, (padding, padding, padding, padding))
+        oy = torch.randint(0, 2 * padding + 1, (n,), generator=generator)
+        ox = torch.randint(0, 2 * padding + 1, (n,), generator=generator)
+        rows = (oy[:, None] + torch.arange(h))[:, None, :, None]
+        cols = (ox[:, None] + torch.arange(w))[:, None, None, :]
+        x = padded[
+            torch.arange(n)[:, None, None, None], torch.arange(c)[None, :, None, None], rows, cols
+        ]
+    if flip:
+        mirrored = torch.rand(n, generator=generator) < 0.5
+        x = torch.where(mirrored[:, None, None, None], x.flip(3), x)
+    return x
+
+
+def epoch_generator(seed: int, epoch: int) -> torch.Generator:
+    """The RNG of one epoch: order and augmentation depend only on (seed, epoch)."""
+    return torch.Generator().manual_seed(seed * 1_000_003 + epoch)
+
+
+class TrainStream:
+    """Infinite, resumable stream of shuffled training batches."""
+
+    def __init__(
+        self, split: Split, spec: DatasetSpec, batch_size: int, seed: int, device: torch.device
+    ) -> None:
+        self.split, self.spec, self.batch_size = split, spec, batch_size
+        self.seed, self.device = seed, device
+        self.steps_per_epoch = math.ceil(len(split) / batch_size)
+
+    def batches(self, start_step: int = 0) -> Iterator[Batch]:
+        """Yield batches from global step ``start_step`` on (0-based)."""
+        epoch, offset = divmod(start_step, self.steps_per_epoch)
+        while True:
+            gen = epoch_generator(self.seed, epoch)
+            order = torch.randperm(len(self.split), generator=gen)
+            for k in range(offset, self.steps_per_epoch):
+                rows = order[k * self.batch_size : (k + 1) * self.batch_size]
+                # Augmentation draws are keyed by step so that skipping batches on resume
+                # does not shift them.
+                aug = epoch_generator(self.seed + 7919, epoch * self.steps_per_epoch + k)
+                yield self._batch(rows, aug)
+            epoch, offset = epoch + 1, 0
+
+    def _batch(self, rows: torch.Tensor, aug: torch.Generator) -> Batch:
+        x = to_float(take(self.split.images, rows), self.spec)
+        if self.spec.crop_padding or self.spec.hflip:
+            x = random_crop_flip(x, self.spec.crop_padding, self.spec.hflip, aug)
+        return Batch(
+            index=rows.to(self.device),
+            x=x.to(self.device, non_blocking=True),
+            y=self.split.labels[rows].to(self.device),
+            b=self.split.biases[rows].to(self.device),
+        )
+
+
+def eval_batches(
+    split: Split, spec: DatasetSpec, batch_size: int, device: torch.device
+) -> Iterator[Batch]:
+    """Sequential, unaugmented batches for evaluation."""
+    for start in range(0, len(split), batch_size):
+        rows = torch.arange(start, min(start + batch_size, len(split)))
+        yield Batch(
+            index=rows.to(device),
+            x=to_float(take(split.images, rows), spec).to(device),
+            y=split.labels[rows].to(device),
+            b=split.biases[rows].to(device),
+        )

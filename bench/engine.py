@@ -1,0 +1,247 @@
+"""The training loop: step-based, with evaluation cadence, selection, checkpoints and resume.
+
+A run is a pure function of its config: the same config on the same machine gives the same
+numbers, and a run stopped at any step and resumed from its checkpoint ends exactly where an
+uninterrupted run would (batch order is a function of ``(seed, epoch)``; RNG states, the
+method's state, the selection tracker and the running loss sums are checkpointed).
+"""
+
+from __future__ import annotations
+
+import random
+import resource
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from debias_bench import __version__
+from debias_bench.config import RunConfig
+from debias_bench.data import Splits, TrainStream
+from debias_bench.family import DatasetFamily
+from debias_bench.method import Method, TrainEnv
+from debias_bench.metrics import SelectionTracker, evaluate_split
+from debias_bench.registry import DATASETS, METHODS
+from debias_bench.store import RunDir
+
+
+class Interrupted(Exception):
+    """Raised after a checkpoint when the run was asked to stop (signal, preemption, test)."""
+
+
+class Progress:
+    """Callbacks the engine calls; the CLI shows them as bars or log lines."""
+
+    def start(self, run_id: str, total_steps: int, start_step: int) -> None: ...
+
+    def advance(self, step: int) -> None: ...
+
+    def evaluated(self, record: dict[str, Any]) -> None: ...
+
+    def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class DataPlace:
+    raw_root: Path
+    data_root: Path
+
+
+def resolve_device(name: str = "auto") -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        from debias_bench.errors import ConfigError
+
+        raise ConfigError(
+            "--device cuda requested but no CUDA device is visible", hint="use --device cpu"
+        )
+    return torch.device(name)
+
+
+def _limit(split: Any, limit: int | None, seed: int) -> Any:
+    if not limit or limit >= len(split):
+        return split
+    rows = torch.randperm(len(split), generator=torch.Generator().manual_seed(seed))[:limit]
+    return split.subset(rows.sort().values)
+
+
+_DATA_CACHE: dict[tuple, tuple[DatasetFamily, Splits]] = {}
+
+
+def load_data(config: RunConfig, place: DataPlace) -> tuple[DatasetFamily, Splits]:
+    """The run's dataset family and splits (subsampled by ``train_limit`` / ``eval_limit``).
+
+    The last loaded dataset is cached, so a sweep does not re-read it for every run."""
+    key = (config.dataset, config.ratio, repr(sorted(config.data_options.items())), place)
+    if key not in _DATA_CACHE:
+        family = DATASETS.get(config.dataset)(
+            place.raw_root, place.data_root, **config.data_options
+        )
+        _DATA_CACHE.clear()
+        _DATA_CACHE[key] = (family, family.load(config.ratio))
+    family, splits = _DATA_CACHE[key]
+    hp = config.hparams
+    subset_seed = int(config.data_options.get("data_seed", 0))  # same subset for every method
+    return family, Splits(
+        train=_limit(splits.train, hp.get("train_limit"), subset_seed),
+        valid=_limit(splits.valid, hp.get("eval_limit"), subset_seed + 1),
+        test=_limit(splits.test, hp.get("eval_limit"), subset_seed + 2),
+    )
+
+
+def _seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def _rng_state() -> dict[str, Any]:
+    state = {
+        "python": random.getstate(),
+        "numpy": np.random.get_state(),
+        "torch": torch.get_rng_state(),
+    }
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def _set_rng_state(state: dict[str, Any]) -> None:
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def _peak_memory_mb(device: torch.device) -> float:
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device) / 2**20
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux, bytes on macOS
+    return rss / (2**20 if sys.platform == "darwin" else 2**10)
+
+
+def train_run(
+    config: RunConfig,
+    run_dir: RunDir,
+    place: DataPlace,
+    device: torch.device,
+    progress: Progress | None = None,
+    should_stop: Callable[[int], bool] = lambda step: False,
+) -> dict[str, Any]:
+    """Train (or resume) one run to completion and write its ``result.json``.
+
+    ``should_stop(step)`` is polled after every step; when it returns True the run checkpoints
+    and raises :class:`Interrupted`.
+    """
+    progress = progress or Progress()
+    hp = config.hparams
+    family, splits = load_data(config, place)
+    spec = family.spec
+    stream = TrainStream(splits.train, spec, int(hp["batch_size"]), config.seed, device)
+    total_steps = int(hp["steps"] or int(hp["epochs"]) * stream.steps_per_epoch)
+    eval_every = int(
+        hp["eval_every"] or max(1, round(float(hp["eval_every_epochs"]) * stream.steps_per_epoch))
+    )
+    env = TrainEnv(device, len(splits.train), stream.steps_per_epoch, total_steps, config.seed)
+
+    _seed_everything(config.seed)
+    method_cls: type[Method] = METHODS.get(config.method)
+    method = method_cls(spec, hp, env)
+    tracker = SelectionTracker()
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+
+    checkpoint = run_dir.load_checkpoint()
+    if checkpoint is not None:
+        method.load_state_dict(checkpoint["method"])
+        tracker.load_state_dict(checkpoint["tracker"])
+        _set_rng_state(checkpoint["rng"])
+        step, sums, count = checkpoint["step"], checkpoint["loss_sums"], checkpoint["loss_count"]
+        train_time, prepare_time = checkpoint["train_time"], checkpoint["prepare_time"]
+        run_dir.truncate_metrics(step)
+    else:
+        started = time.perf_counter()
+        method.train_mode()
+        method.prepare(splits)
+        prepare_time = time.perf_counter() - started
+        step, sums, count, train_time = 0, {}, 0, prepare_time
+
+    def save(at_step: int) -> None:
+        run_dir.save_checkpoint(
+            {
+                "step": at_step,
+                "method": method.state_dict(),
+                "tracker": tracker.state_dict(),
+                "rng": _rng_state(),
+                "loss_sums": {k: float(v) for k, v in sums.items()},
+                "loss_count": count,
+                "train_time": train_time,
+                "prepare_time": prepare_time,
+            }
+        )
+
+    if checkpoint is None and prepare_time > 0.5:
+        save(0)  # an expensive preparation stage is not redone on resume
+    progress.start(run_dir.run_id, total_steps, step)
+    batches = stream.batches(start_step=step)
+    eval_bs = int(hp["eval_batch_size"])
+    while step < total_steps:
+        tick = time.perf_counter()
+        method.train_mode()
+        scalars = method.update(next(batches))
+        for key, value in scalars.items():
+            sums[key] = sums.get(key, 0.0) + (value.detach() if torch.is_tensor(value) else value)
+        count += 1
+        step += 1
+        train_time += time.perf_counter() - tick
+        progress.advance(step)
+        if step % eval_every == 0 or step == total_steps:
+            method.eval_mode()
+            record = {
+                "step": step,
+                "epoch": step / stream.steps_per_epoch,
+                "train": {k: float(v) / max(count, 1) for k, v in sums.items()},
+                "valid": evaluate_split(method.predict, splits.valid, spec, eval_bs, device),
+                "test": evaluate_split(method.predict, splits.test, spec, eval_bs, device),
+                "train_time_s": train_time,
+            }
+            sums, count = {}, 0
+            tracker.update(record)
+            run_dir.append_metrics(record)
+            save(step)
+            run_dir.heartbeat(step=step, total_steps=total_steps)
+            progress.evaluated(record)
+        if step < total_steps and should_stop(step):
+            save(step)
+            progress.close()
+            raise Interrupted(f"{run_dir.run_id} stopped at step {step}; rerun to resume")
+    progress.close()
+
+    result = {
+        "run_id": run_dir.run_id,
+        "method": config.method,
+        "dataset": config.dataset,
+        "ratio": config.ratio,
+        "seed": config.seed,
+        "protocol": config.protocol,
+        "preset": config.preset,
+        "selections": tracker.state_dict(),
+        "steps": total_steps,
+        "epochs": total_steps / stream.steps_per_epoch,
+        "train_size": len(splits.train),
+        "train_time_s": train_time,
+        "prepare_time_s": prepare_time,
+        "peak_memory_mb": _peak_memory_mb(device),
+        "device": str(device),
+        "data_version": family.version(),
+        "code_version": __version__,
+        "finished": time.time(),
+    }
+    run_dir.write_result(result)
+    return result

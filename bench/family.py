@@ -1,0 +1,142 @@
+"""Base class of a dataset family and the on-disk store of prepared splits.
+
+Prepared splits use the LfF npy layout, one folder per split::
+
+    <split>/images.npy   uint8  N x H x W x C
+    <split>/attrs.npy    int64  N x 2   ([label, bias])
+
+plus a ``manifest.json`` per prepared dataset with its build parameters and the SHA-256 of every
+file, which ``verify`` checks. Folders are written to a temporary name and renamed into place,
+so an interrupted build never leaves a half-written dataset behind.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from abc import ABC, abstractmethod
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+from debias_bench.data import DatasetSpec, Split, Splits
+from debias_bench.errors import ConfigError, CorruptDataError
+
+
+class DatasetFamily(ABC):
+    """A registered dataset: builds itself from raw sources, loads its splits, verifies them."""
+
+    spec: ClassVar[DatasetSpec]
+    #: bump when the build recipe changes, so old prepared data is not silently reused
+    build_version: ClassVar[str] = "1"
+
+    def __init__(self, raw_root: Path, data_root: Path, **options: Any) -> None:
+        self.raw_root = Path(raw_root)
+        self.data_root = Path(data_root)
+        self.options = options
+
+    @abstractmethod
+    def prepare(self, ratios: Iterable[float] | None = None) -> Path:
+        """Build the given ratios (default: all) into the data root; return the folder."""
+
+    @abstractmethod
+    def load(self, ratio: float) -> Splits:
+        """Splits for one bias-conflicting ratio (in percent); prepares them when missing."""
+
+    def version(self) -> str:
+        """Identity of the prepared data, recorded in every run."""
+        return f"{self.spec.name}-v{self.build_version}"
+
+    def check_ratio(self, ratio: float) -> float:
+        ratio = float(ratio)
+        if ratio not in self.spec.ratios:
+            valid = ", ".join(f"{r:g}" for r in self.spec.ratios)
+            raise ConfigError(
+                f"{self.spec.name} has no bias-conflicting ratio {ratio:g}%; valid ratios: {valid}"
+            )
+        return ratio
+
+
+def ratio_dirname(ratio: float) -> str:
+    """1.0 -> '1pct', 0.5 -> '0.5pct' (the DisEnt / BiasEnsemble folder names)."""
+    return f"{ratio:g}pct"
+
+
+def save_split(folder: Path, split: Split) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    images = split.images.numpy() if isinstance(split.images, torch.Tensor) else split.images
+    np.save(folder / "images.npy", np.ascontiguousarray(images, dtype=np.uint8))
+    attrs = torch.stack([split.labels, split.biases], dim=1).numpy().astype(np.int64)
+    np.save(folder / "attrs.npy", attrs)
+
+
+def load_split(folder: Path, name: str, mmap: bool = False) -> Split:
+    """Read one split; ``mmap`` keeps the images on disk (for the 224-px sets)."""
+    paths = [folder / "images.npy", folder / "attrs.npy"]
+    for path in paths:
+        if not path.is_file():
+            raise CorruptDataError(
+                f"prepared split is incomplete: {path} is missing",
+                hint="delete the folder and run `bench data prepare` again",
+            )
+    try:
+        images = np.load(paths[0], mmap_mode="r" if mmap else None)
+        attrs = np.load(paths[1])
+    except (ValueError, OSError, EOFError) as exc:
+        raise CorruptDataError(
+            f"cannot read {paths[0].parent}: {exc}",
+            hint="delete the folder and run `bench data prepare` again",
+        ) from exc
+    if images.dtype != np.uint8 or images.ndim != 4 or attrs.ndim != 2 or attrs.shape[1] < 2:
+        raise CorruptDataError(
+            f"{folder}: expected uint8 images N x H x W x C and attrs N x 2, got "
+            f"{images.dtype} {images.shape} and {attrs.shape}"
+        )
+    return Split(
+        images=images if mmap else torch.from_numpy(images),
+        labels=torch.from_numpy(attrs[:, 0].astype(np.int64)),
+        biases=torch.from_numpy(attrs[:, 1].astype(np.int64)),
+        name=name,
+    )
+
+
+def sha256(path: Path, chunk: int = 1 << 22) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while block := handle.read(chunk):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def publish_dataset(staging: Path, target: Path, params: dict[str, Any]) -> None:
+    """Write the manifest (parameters + checksums) and atomically move staging to target."""
+    files = sorted(p for p in staging.rglob("*") if p.is_file())
+    manifest = {
+        "params": params,
+        "files": {str(p.relative_to(staging)): sha256(p) for p in files},
+    }
+    (staging / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if target.exists():
+        shutil.rmtree(target)
+    os.replace(staging, target)
+
+
+def verify_manifest(folder: Path) -> list[str]:
+    """Problems found when re-hashing a prepared dataset (empty list: all good)."""
+    manifest_path = folder / "manifest.json"
+    if not manifest_path.is_file():
+        return [f"{manifest_path} is missing"]
+    manifest = json.loads(manifest_path.read_text())
+    problems = []
+    for rel, digest in manifest["files"].items():
+        path = folder / rel
+        if not path.is_file():
+            problems.append(f"{path} is missing")
+        elif sha256(path) != digest:
+            problems.append(f"{path} does not match its checksum")
+    return problems

@@ -1,0 +1,88 @@
+"""Evaluation metrics (all accuracies in percent) and model-selection protocols."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import torch
+from debias_bench.data import DatasetSpec, Split, eval_batches
+
+SELECTIONS = ("last", "best_valid", "best_test")
+
+
+@torch.no_grad()
+def predict_labels(
+    predict: Any, split: Split, spec: DatasetSpec, batch_size: int, device: torch.device
+) -> torch.Tensor:
+    """Arg-max predictions of ``predict(x) -> logits`` over a split, on the CPU."""
+    preds = [
+        predict(batch.x).argmax(1).cpu() for batch in eval_batches(split, spec, batch_size, device)
+    ]
+    return torch.cat(preds) if preds else torch.empty(0, dtype=torch.long)
+
+
+def _pct(correct: torch.Tensor) -> float | None:
+    return float(correct.float().mean() * 100.0) if len(correct) else None
+
+
+def accuracy_metrics(
+    preds: torch.Tensor,
+    labels: torch.Tensor,
+    biases: torch.Tensor,
+    num_classes: int,
+    num_biases: int,
+) -> dict[str, Any]:
+    """Accuracy overall, on bias-aligned (bias == label) and bias-conflicting samples, per
+    class, per (class, bias) group, and the mean over non-empty groups (LfF's unbiased metric)."""
+    correct = preds == labels
+    aligned = labels == biases
+    group = [
+        [_pct(correct[(labels == c) & (biases == b)]) for b in range(num_biases)]
+        for c in range(num_classes)
+    ]
+    filled = [acc for row in group for acc in row if acc is not None]
+    return {
+        "accuracy": _pct(correct),
+        "aligned_accuracy": _pct(correct[aligned]),
+        "conflicting_accuracy": _pct(correct[~aligned]),
+        "group_mean_accuracy": sum(filled) / len(filled) if filled else None,
+        "per_class_accuracy": [_pct(correct[labels == c]) for c in range(num_classes)],
+        "group_accuracy": group,
+        "n": len(labels),
+        "n_aligned": int(aligned.sum()),
+        "n_conflicting": int((~aligned).sum()),
+    }
+
+
+def evaluate_split(
+    predict: Any, split: Split, spec: DatasetSpec, batch_size: int, device: torch.device
+) -> dict[str, Any]:
+    preds = predict_labels(predict, split, spec, batch_size, device)
+    return accuracy_metrics(preds, split.labels, split.biases, spec.num_classes, spec.num_biases)
+
+
+class SelectionTracker:
+    """Keeps, for each protocol, the evaluation it selects.
+
+    ``last``: the final evaluation (LfF, ETF-Debias). ``best_valid``: highest validation
+    accuracy. ``best_test``: highest test accuracy, an oracle that DisEnt, BiasEnsemble and
+    SelecMix report; recorded so they can be compared, never the default. Ties keep the earlier.
+    """
+
+    def __init__(self) -> None:
+        self.selected: dict[str, dict[str, Any]] = {}
+
+    def update(self, record: dict[str, Any]) -> None:
+        entry = {k: copy.deepcopy(record[k]) for k in ("step", "epoch", "valid", "test")}
+        self.selected["last"] = entry
+        for name, split in (("best_valid", "valid"), ("best_test", "test")):
+            best = self.selected.get(name)
+            if best is None or record[split]["accuracy"] > best[split]["accuracy"]:
+                self.selected[name] = entry
+
+    def state_dict(self) -> dict[str, Any]:
+        return copy.deepcopy(self.selected)
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.selected = copy.deepcopy(state)

@@ -1,0 +1,110 @@
+"""Name -> entry registries for methods and datasets, filled by decorators.
+
+Modelled on torchvision's ``register_model``: registering a name twice is an error, the
+metadata lives on the entry, and lookups of unknown names list the valid ones.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from debias_bench.errors import UnknownNameError
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Entry(Generic[T]):
+    """A registered object with the metadata shown by ``bench list``."""
+
+    name: str
+    obj: T
+    display_name: str
+    citation: str
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+class Registry(Generic[T]):
+    """A named collection of entries; ``plugins`` is imported on first lookup to fill it."""
+
+    def __init__(self, kind: str, plugins: str | None = None) -> None:
+        self.kind = kind
+        self._plugins = plugins
+        self._entries: dict[str, Entry[T]] = {}
+        self._loaded = plugins is None
+
+    def register(
+        self, name: str, *, display_name: str, citation: str = "", **meta: Any
+    ) -> Callable[[T], T]:
+        """Decorator that registers ``obj`` under ``name``; duplicate names raise ValueError."""
+
+        def decorator(obj: T) -> T:
+            if name in self._entries:
+                raise ValueError(
+                    f"{self.kind} {name!r} is already registered "
+                    f"(by {self._entries[name].obj!r}); pick another name"
+                )
+            self._entries[name] = Entry(name, obj, display_name, citation, dict(meta))
+            return obj
+
+        return decorator
+
+    def unregister(self, name: str) -> None:
+        """Remove an entry (used by tests and by plugins that replace a built-in)."""
+        self._entries.pop(name, None)
+
+    def _load(self) -> None:
+        if not self._loaded:
+            self._loaded = True
+            importlib.import_module(self._plugins)  # its modules register themselves
+
+    def entry(self, name: str) -> Entry[T]:
+        self._load()
+        try:
+            return self._entries[name]
+        except KeyError:
+            raise UnknownNameError(*self._unknown(name)) from None
+
+    def get(self, name: str) -> T:
+        return self.entry(name).obj
+
+    def names(self) -> list[str]:
+        self._load()
+        return list(self._entries)
+
+    def __iter__(self) -> Iterator[Entry[T]]:
+        self._load()
+        return iter(list(self._entries.values()))
+
+    def __contains__(self, name: object) -> bool:
+        self._load()
+        return name in self._entries
+
+    def resolve(self, spec: str | list[str]) -> list[str]:
+        """Expand ``"all"`` or a comma-separated list into validated names, order kept."""
+        parts = spec.split(",") if isinstance(spec, str) else list(spec)
+        names = [p.strip() for p in parts if p.strip()]
+        if names == ["all"]:
+            return self.names()
+        for name in names:
+            self.entry(name)
+        return list(dict.fromkeys(names))
+
+    def _unknown(self, name: str) -> tuple[str, str]:
+        valid = self.names()
+        close = [v for v in valid if v.startswith(name)] if name else []
+        close = close or difflib.get_close_matches(name, valid, n=1, cutoff=0.5)
+        message = f"unknown {self.kind} {name!r}; valid names: {', '.join(valid)}"
+        hint = f"did you mean {close[0]!r}?" if close else f"run `bench list {self.kind}s`"
+        return message, hint
+
+
+METHODS: Registry[Any] = Registry("method", plugins="debias_bench.methods")
+DATASETS: Registry[Any] = Registry("dataset", plugins="debias_bench.datasets")
+
+register_method = METHODS.register
+register_dataset = DATASETS.register

@@ -1,0 +1,37 @@
+"""Vanilla: empirical risk minimisation with cross-entropy, the reference of every table."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from debias_bench.data import Batch
+from debias_bench.method import Method
+from debias_bench.registry import register_method
+
+from .common import make_classifier
+
+
+@register_method(
+    "vanilla",
+    display_name="Vanilla",
+    citation="ERM with cross-entropy (LfF's train_vanilla.py configuration)",
+    needs_bias_labels=False,
+    cost="1 model",
+)
+class Vanilla(Method):
+    def __init__(self, spec, hp, env) -> None:
+        super().__init__(spec, hp, env)
+        self.model = make_classifier(spec, self.hp, self.device)
+        self.optimizer = self.optimizer_for(self.model)
+        self.scheduler = self.scheduler_for(self.optimizer)
+
+    def update(self, batch: Batch) -> dict[str, torch.Tensor]:
+        loss = F.cross_entropy(self.model(batch.x), batch.y)
+        self.step(loss, (self.optimizer, self.scheduler))
+        return {"loss": loss.detach()}
+
+    def predict(self, x: torch.Tensor) -> torch.Tensor:
+        return self.model(x)
+
+    def features(self, x: torch.Tensor) -> torch.Tensor:
+        return self.model.features(x)
