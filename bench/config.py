@@ -54,8 +54,8 @@ PROTOCOLS: dict[str, dict[str, Any]] = {
 PRESETS: dict[str, dict[str, Any]] = {
     # the methods' own configurations (paper appendix B / official repositories)
     "paper": {},
-    # a real but short comparison: a couple of minutes on a laptop CPU for Colored MNIST
-    "quick": {"epochs": 20, "eval_every_epochs": 2},
+    # a real but short comparison: about a minute per Colored MNIST run on a laptop CPU
+    "quick": {"epochs": 30, "eval_every_epochs": 3},
     # plumbing check: a few steps on every dataset, small evaluation subsets
     "smoke": {"steps": 20, "eval_every": 10, "eval_limit": 500, "eval_batch_size": 256},
 }

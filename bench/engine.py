@@ -140,6 +140,7 @@ def train_run(
     and raises :class:`Interrupted`.
     """
     progress = progress or Progress()
+    run_dir.path.mkdir(parents=True, exist_ok=True)
     hp = config.hparams
     family, splits = load_data(config, place)
     spec = family.spec

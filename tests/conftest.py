@@ -1,0 +1,99 @@
+"""Shared fixtures: the raw-data root, a session data root, and a tiny in-memory dataset."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from debias_bench.data import DatasetSpec, Split, Splits
+from debias_bench.family import DatasetFamily
+from debias_bench.registry import DATASETS
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _raw_root() -> Path:
+    env = os.environ.get("BENCH_RAW_ROOT")
+    return Path(env) if env else REPO.parent / "shared" / "data"
+
+
+@pytest.fixture(scope="session")
+def raw_root() -> Path:
+    root = _raw_root()
+    if not (root / "mnist" / "train-images-idx3-ubyte.gz").is_file():
+        pytest.skip(f"real MNIST not found under {root}/mnist (set BENCH_RAW_ROOT)")
+    return root
+
+
+@pytest.fixture(scope="session")
+def data_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Prepared data shared by the whole session (Colored MNIST is built once)."""
+    return tmp_path_factory.mktemp("data")
+
+
+def make_toy_split(n: int, ratio: float, seed: int, name: str) -> Split:
+    """4 classes of 8x8 RGB noise with a weak class pattern and a strong colour shortcut."""
+    g = torch.Generator().manual_seed(seed)
+    labels = torch.arange(n) % 4
+    conflicting = torch.rand(n, generator=g) < ratio
+    biases = torch.where(
+        conflicting, (labels + 1 + torch.randint(0, 3, (n,), generator=g)) % 4, labels
+    )
+    images = torch.rand(n, 8, 8, 3, generator=g) * 0.3
+    images[torch.arange(n), labels * 2, :, :] += 0.4  # the class: a bright row
+    palette = torch.tensor([[1.0, 0, 0], [0, 1.0, 0], [0, 0, 1.0], [1.0, 1.0, 0]])
+    images = images + 0.5 * palette[biases][:, None, None, :]  # the shortcut: a colour cast
+    return Split((images.clamp(0, 1) * 255).to(torch.uint8), labels, biases, name=name)
+
+
+class ToyFamily(DatasetFamily):
+    spec = DatasetSpec(
+        name="toy",
+        num_classes=4,
+        num_biases=4,
+        ratios=(5.0, 20.0),
+        image_size=(8, 8),
+        channels=3,
+        backbone="mlp",
+        test_kind="unbiased",
+    )
+
+    def prepare(self, ratios=None) -> Path:
+        return self.data_root
+
+    def load(self, ratio: float) -> Splits:
+        ratio = self.check_ratio(ratio)
+        return Splits(
+            train=make_toy_split(512, ratio / 100, 1, "train"),
+            valid=make_toy_split(128, 0.75, 2, "valid"),
+            test=make_toy_split(128, 0.75, 3, "test"),
+        )
+
+
+if "toy" not in DATASETS:
+    DATASETS.register("toy", display_name="Toy", citation="test fixture")(ToyFamily)
+
+
+@pytest.fixture
+def toy_place(tmp_path: Path):
+    from debias_bench.engine import DataPlace
+
+    return DataPlace(tmp_path / "raw", tmp_path / "data")
+
+
+def assert_close_nested(a, b) -> None:
+    if isinstance(a, dict):
+        assert a.keys() == b.keys()
+        for k in a:
+            assert_close_nested(a[k], b[k])
+    elif isinstance(a, list):
+        assert len(a) == len(b)
+        for x, y in zip(a, b, strict=True):
+            assert_close_nested(x, y)
+    elif isinstance(a, float):
+        assert np.isclose(a, b, rtol=0, atol=1e-9), (a, b)
+    else:
+        assert a == b

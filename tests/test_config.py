@@ -1,0 +1,71 @@
+from __future__ import annotations
+
+import pytest
+from debias_bench.config import make_config, parse_overrides, resolve_hparams
+from debias_bench.errors import ConfigError, UnknownNameError
+
+
+def test_paper_hparams_for_etf_on_cmnist():
+    hp = resolve_hparams("etf_debias", "cmnist")
+    assert (hp["lr"], hp["weight_decay"], hp["batch_size"]) == (1e-3, 1e-5, 256)
+    assert (hp["alpha"], hp["epochs"], hp["backbone"]) == (0.8, 200, "mlp")
+    assert hp["input_div255"] is True  # official protocol
+    assert (hp["lr_step_epochs"], hp["lr_gamma"]) == (10, 1.01)
+
+
+def test_clean_protocol_drops_the_official_quirks():
+    hp = resolve_hparams("etf_debias", "cmnist", protocol="clean")
+    assert hp["input_div255"] is False
+    assert hp["lr_gamma"] == 1.0
+
+
+def test_layers_apply_in_order():
+    hp = resolve_hparams(
+        "etf_debias", "cmnist", preset="smoke", epochs=3, overrides={"lr": 0.5, "steps": None}
+    )
+    assert hp["epochs"] == 3 and hp["steps"] is None and hp["lr"] == 0.5
+    assert hp["eval_limit"] == 500  # from the preset
+
+
+def test_overrides_parse_yaml_and_floats():
+    assert parse_overrides(["lr=1e-3", "alpha=0", "prime=random", "eval_limit=null"]) == {
+        "lr": 1e-3,
+        "alpha": 0,
+        "prime": "random",
+        "eval_limit": None,
+    }
+    with pytest.raises(ConfigError, match="bad override"):
+        parse_overrides(["lr"])
+
+
+def test_unknown_override_names_the_closest_key():
+    with pytest.raises(ConfigError, match="did you mean 'alpha'"):
+        resolve_hparams("etf_debias", "cmnist", overrides={"alpah": 1})
+
+
+def test_unknown_preset_and_protocol():
+    with pytest.raises(UnknownNameError, match="valid names: paper, quick, smoke"):
+        resolve_hparams("vanilla", "cmnist", preset="tiny")
+    with pytest.raises(UnknownNameError, match="clean"):
+        resolve_hparams("vanilla", "cmnist", protocol="cleaned")
+
+
+def test_run_id_is_a_stable_hash_of_the_resolved_config():
+    a = make_config("vanilla", "cmnist", 1, 0, preset="smoke")
+    assert a.run_id == make_config("vanilla", "cmnist", 1.0, 0, preset="smoke").run_id
+    assert a.run_id.startswith("cmnist_vanilla_r1_s0_")
+    assert a.run_id != make_config("vanilla", "cmnist", 1, 1, preset="smoke").run_id
+    assert (
+        a.run_id
+        != make_config("vanilla", "cmnist", 1, 0, preset="smoke", overrides={"lr": 0.01}).run_id
+    )
+    # the preset's name is not part of the identity, only its effect
+    same = make_config(
+        "vanilla",
+        "cmnist",
+        1,
+        0,
+        preset="paper",
+        overrides={"steps": 20, "eval_every": 10, "eval_limit": 500, "eval_batch_size": 256},
+    )
+    assert same.run_id == a.run_id

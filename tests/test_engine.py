@@ -1,0 +1,102 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from conftest import assert_close_nested
+from debias_bench.config import make_config
+from debias_bench.engine import Interrupted, train_run
+from debias_bench.store import RunStore
+from debias_bench.sweep import run_one
+
+TINY = {"steps": 24, "eval_every": 8, "batch_size": 32}
+
+
+def _config(method="etf_debias", seed=0, **overrides):
+    return make_config(method, "toy", 20, seed, protocol="clean", overrides={**TINY, **overrides})
+
+
+@pytest.mark.parametrize("method", ["vanilla", "etf_debias"])
+def test_same_seed_same_numbers(tmp_path, toy_place, method):
+    config = _config(method)
+    a = train_run(
+        config, RunStore(tmp_path / "a").run(config.run_id), toy_place, torch.device("cpu")
+    )
+    b = train_run(
+        config, RunStore(tmp_path / "b").run(config.run_id), toy_place, torch.device("cpu")
+    )
+    assert_close_nested(a["selections"], b["selections"])
+
+
+@pytest.mark.parametrize("stop_at", [8, 13])  # at an evaluation, and between two
+def test_interrupted_then_resumed_equals_uninterrupted(tmp_path, toy_place, stop_at):
+    config = _config("etf_debias", lr_step_epochs=0.5, lr_gamma=0.5)  # scheduler state matters too
+    cpu = torch.device("cpu")
+    whole_dir = RunStore(tmp_path / "whole").run(config.run_id)
+    whole = train_run(config, whole_dir, toy_place, cpu)
+
+    run_dir = RunStore(tmp_path / "split").run(config.run_id)
+    with pytest.raises(Interrupted):
+        train_run(config, run_dir, toy_place, cpu, should_stop=lambda step: step == stop_at)
+    assert run_dir.checkpoint_path.is_file() and not run_dir.is_done()
+    resumed = train_run(config, run_dir, toy_place, cpu)
+
+    assert_close_nested(resumed["selections"], whole["selections"])
+    steps = [r["step"] for r in run_dir.metrics()]
+    assert steps == [8, 16, 24]  # no duplicate records
+    for a, b in zip(run_dir.metrics(), whole_dir.metrics(), strict=True):
+        assert_close_nested(
+            {k: a[k] for k in ("valid", "test", "train")},
+            {k: b[k] for k in ("valid", "test", "train")},
+        )
+
+
+def test_result_json_has_the_contract_keys(tmp_path, toy_place):
+    config = _config()
+    run_dir = RunStore(tmp_path).run(config.run_id)
+    result = train_run(config, run_dir, toy_place, torch.device("cpu"))
+    on_disk = json.loads(run_dir.result_path.read_text())
+    assert on_disk["selections"] == json.loads(json.dumps(result["selections"]))
+    for key in ("method", "dataset", "ratio", "seed"):
+        assert key in on_disk
+    assert on_disk["ratio"] == 20.0
+    assert set(on_disk["selections"]) == {"last", "best_valid", "best_test"}
+    for chosen in on_disk["selections"].values():
+        for split in ("valid", "test"):
+            m = chosen[split]
+            for key in ("accuracy", "aligned_accuracy", "conflicting_accuracy"):
+                assert 0 <= m[key] <= 100
+            assert len(m["per_class_accuracy"]) == 4 and len(m["group_accuracy"]) == 4
+    last, best = on_disk["selections"]["last"], on_disk["selections"]["best_test"]
+    assert best["test"]["accuracy"] >= last["test"]["accuracy"]
+    assert last["step"] == 24
+
+
+def test_sweep_records_failures_and_skips_done_runs(tmp_path, toy_place):
+    store = RunStore(tmp_path)
+    cpu = torch.device("cpu")
+    good = _config("vanilla")
+    assert run_one(good, store, toy_place, cpu).state == "done"
+    again = run_one(good, store, toy_place, cpu)
+    assert again.state == "done" and not again.ran
+
+    bad = _config("vanilla", optimizer="adagrad")
+    outcome = run_one(bad, store, toy_place, cpu)
+    assert outcome.state == "failed" and "unknown optimizer" in outcome.note
+    status = store.run(bad.run_id).status()
+    assert status["state"] == "failed" and status["exit_code"] == 1 and status["attempt"] == 1
+    assert run_one(bad, store, toy_place, cpu).ran is False  # not retried by default
+    assert run_one(bad, store, toy_place, cpu, retry_failed=True).state == "failed"
+    assert store.run(bad.run_id).status()["attempt"] == 2
+
+
+def test_a_run_whose_process_died_is_reported_dead(tmp_path):
+    run_dir = RunStore(tmp_path).run("x")
+    run_dir.write_config({})
+    run_dir.set_status("running")
+    assert run_dir.effective_state() == "running"  # this very process
+    status = run_dir.status()
+    status["pid"] = 2**22 + 12345  # no such process
+    run_dir.status_path.write_text(json.dumps(status))
+    assert run_dir.effective_state() == "dead"
