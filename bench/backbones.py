@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 import torch
-from debias_bench.data import DatasetSpec
-from debias_bench.errors import UnknownNameError
+import torch.nn.functional as F
 from torch import nn
+
+from debias_bench.data import DatasetSpec
+from debias_bench.errors import DataNotFoundError, UnknownNameError
 
 
 class MLP(nn.Module):
@@ -41,7 +45,116 @@ def _mlp(spec: DatasetSpec, hp: Mapping[str, Any]) -> nn.Module:
     return MLP(spec.input_dim, hidden, input_div255=bool(hp.get("input_div255", False)))
 
 
-BACKBONES: dict[str, Callable[[DatasetSpec, Mapping[str, Any]], nn.Module]] = {"mlp": _mlp}
+class _BasicBlockA(nn.Module):
+    """CIFAR ResNet block with the parameter-free option-A shortcut (He et al. 2016)."""
+
+    def __init__(self, in_planes: int, planes: int, stride: int) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(in_planes, planes, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(planes)
+        self.conv2 = nn.Conv2d(planes, planes, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(planes)
+        self.pad = 0
+        self.stride = stride
+        if stride != 1 or in_planes != planes:
+            self.pad = (planes - in_planes) // 2
+
+    def shortcut(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.pad and self.stride == 1:
+            return x
+        x = x[:, :, :: self.stride, :: self.stride]
+        return F.pad(x, (0, 0, 0, 0, self.pad, self.pad))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = F.relu(self.bn1(self.conv1(x)))
+        return F.relu(self.bn2(self.conv2(out)) + self.shortcut(x))
+
+
+class ResNet20(nn.Module):
+    """CIFAR ResNet-20 (16/32/64 channels, 3 blocks per stage, Kaiming-normal init), the
+    backbone of LfF and ETF-Debias for Corrupted CIFAR-10; 64-d globally pooled features."""
+
+    def __init__(self, in_channels: int = 3) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(in_channels, 16, 3, 1, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(16)
+        blocks: list[nn.Module] = []
+        in_planes = 16
+        for planes, stride in ((16, 1), (32, 2), (64, 2)):
+            for i in range(3):
+                blocks.append(_BasicBlockA(in_planes, planes, stride if i == 0 else 1))
+                in_planes = planes
+        self.blocks = nn.Sequential(*blocks)
+        self.feat_dim = 64
+        for m in self.modules():
+            if isinstance(m, nn.Conv2d | nn.Linear):
+                nn.init.kaiming_normal_(m.weight)
+
+    def feature_map(self, x: torch.Tensor) -> torch.Tensor:
+        return self.blocks(F.relu(self.bn1(self.conv1(x))))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.adaptive_avg_pool2d(self.feature_map(x), 1).flatten(1)
+
+
+class ResNet18(nn.Module):
+    """torchvision ResNet-18 without its fc layer; 512-d features (the 224-px baselines)."""
+
+    def __init__(self, weights_path: Path | None = None) -> None:
+        super().__init__()
+        from torchvision.models import resnet18
+
+        net = resnet18(weights=None)
+        if weights_path is not None:
+            net.load_state_dict(torch.load(weights_path, map_location="cpu", weights_only=True))
+        net.fc = nn.Identity()
+        self.net = net
+        self.feat_dim = 512
+
+    def feature_map(self, x: torch.Tensor) -> torch.Tensor:
+        n = self.net
+        x = n.maxpool(n.relu(n.bn1(n.conv1(x))))
+        return n.layer4(n.layer3(n.layer2(n.layer1(x))))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x)
+
+
+IMAGENET_RESNET18_FILE = "resnet18-f37072fd.pth"  # torchvision's IMAGENET1K_V1 weights
+
+
+def imagenet_resnet18_weights(explicit: str | None = None) -> Path:
+    """The ImageNet ResNet-18 weights: ``explicit`` path, ``$BENCH_RESNET18_WEIGHTS``, or
+    torchvision's cache (``$TORCH_HOME/hub/checkpoints``). Never downloads on its own."""
+    candidates = [Path(p) for p in (explicit, os.environ.get("BENCH_RESNET18_WEIGHTS")) if p]
+    torch_home = Path(os.environ.get("TORCH_HOME", Path.home() / ".cache" / "torch"))
+    candidates.append(torch_home / "hub" / "checkpoints" / IMAGENET_RESNET18_FILE)
+    for path in candidates:
+        if path.is_file():
+            return path
+    raise DataNotFoundError(
+        "ImageNet-pretrained ResNet-18 weights not found; looked at:\n    "
+        + "\n    ".join(str(p) for p in candidates),
+        hint='download them once with `python -c "import torchvision; '
+        "torchvision.models.resnet18(weights='IMAGENET1K_V1')\"` (fills the torchvision cache) "
+        "or point --set pretrained_weights=PATH / $BENCH_RESNET18_WEIGHTS at a .pth file",
+    )
+
+
+def _resnet18(spec: DatasetSpec, hp: Mapping[str, Any]) -> nn.Module:
+    return ResNet18()
+
+
+def _resnet18_pretrained(spec: DatasetSpec, hp: Mapping[str, Any]) -> nn.Module:
+    return ResNet18(imagenet_resnet18_weights(hp.get("pretrained_weights")))
+
+
+BACKBONES: dict[str, Callable[[DatasetSpec, Mapping[str, Any]], nn.Module]] = {
+    "mlp": _mlp,
+    "resnet20": lambda spec, hp: ResNet20(spec.channels),
+    "resnet18": _resnet18,
+    "resnet18_pretrained": _resnet18_pretrained,
+}
 
 
 def build_backbone(name: str, spec: DatasetSpec, hp: Mapping[str, Any]) -> nn.Module:

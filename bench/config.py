@@ -26,6 +26,7 @@ from importlib import resources
 from typing import Any
 
 import yaml
+
 from debias_bench.errors import ConfigError, UnknownNameError
 from debias_bench.registry import DATASETS, METHODS
 
@@ -39,6 +40,7 @@ ENGINE_DEFAULTS: dict[str, Any] = {
     "train_limit": None,  # use a seeded random subset of this many training samples
     "eval_limit": None,  # evaluate on a seeded random subset of valid/test of this size
     "input_div255": False,
+    "pretrained_weights": None,  # path of ImageNet weights for resnet18_pretrained
 }
 
 #: Engine-wide switches of each protocol; methods add their own under ``protocols:`` in YAML.

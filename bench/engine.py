@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 import torch
+
 from debias_bench import __version__
 from debias_bench.config import RunConfig
 from debias_bench.data import Splits, TrainStream

@@ -23,6 +23,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 import torch
+
 from debias_bench.data import DatasetSpec, Split, Splits
 from debias_bench.errors import ConfigError, CorruptDataError
 

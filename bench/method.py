@@ -14,10 +14,11 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import torch
+from torch import nn
+
 from debias_bench.data import Batch, DatasetSpec, Splits
 from debias_bench.errors import ConfigError
 from debias_bench.optim import make_optimizer, make_scheduler
-from torch import nn
 
 
 class HParams(dict):

@@ -6,6 +6,7 @@ import copy
 from typing import Any
 
 import torch
+
 from debias_bench.data import DatasetSpec, Split, eval_batches
 
 SELECTIONS = ("last", "best_valid", "best_test")

@@ -11,8 +11,9 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 import torch
-from debias_bench.errors import ConfigError
 from torch.optim.lr_scheduler import LRScheduler, StepLR
+
+from debias_bench.errors import ConfigError
 
 
 def make_optimizer(

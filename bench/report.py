@@ -9,10 +9,11 @@ from __future__ import annotations
 from typing import Any
 
 import pandas as pd
+from tabulate import tabulate
+
 from debias_bench.metrics import SELECTIONS
 from debias_bench.registry import METHODS
 from debias_bench.store import RunStore
-from tabulate import tabulate
 
 #: Column order of the paper's tables; methods not listed follow in registry order.
 PAPER_ORDER = ("vanilla", "lff", "lff_be", "end", "sd", "disent", "selecmix", "etf_debias")

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+
 from debias_bench.errors import CorruptDataError
 
 STATES = ("pending", "running", "done", "failed", "interrupted", "skipped")

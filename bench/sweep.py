@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+
 from debias_bench import __version__
 from debias_bench.config import RunConfig, make_config
 from debias_bench.engine import DataPlace, Interrupted, Progress, train_run

@@ -23,6 +23,8 @@ from typing import Any
 
 import numpy as np
 import torch
+from tqdm import tqdm
+
 from debias_bench.data import DatasetSpec, Split, Splits
 from debias_bench.family import (
     DatasetFamily,
@@ -32,7 +34,6 @@ from debias_bench.family import (
     save_split,
 )
 from debias_bench.registry import register_dataset
-from tqdm import tqdm
 
 from . import mnist_raw
 from .skew import assign_skewed, assign_uniform

@@ -10,6 +10,7 @@ import urllib.request
 from pathlib import Path
 
 import numpy as np
+
 from debias_bench.errors import CorruptDataError, DataNotFoundError
 
 FILES = {

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import torch
+from torch import nn
+
 from debias_bench.backbones import build_backbone
 from debias_bench.data import DatasetSpec
 from debias_bench.method import HParams
-from torch import nn
 
 
 class Classifier(nn.Module):

@@ -40,11 +40,12 @@ import math
 
 import torch
 import torch.nn.functional as F
+from torch import nn
+
 from debias_bench.backbones import build_backbone
 from debias_bench.data import Batch
 from debias_bench.method import Method
 from debias_bench.registry import register_method
-from torch import nn
 
 
 def simplex_etf(dim: int, num_vertices: int, generator: torch.Generator) -> torch.Tensor:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+
 from debias_bench.data import Batch
 from debias_bench.method import Method
 from debias_bench.registry import register_method

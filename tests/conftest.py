@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+
 from debias_bench.data import DatasetSpec, Split, Splits
 from debias_bench.family import DatasetFamily
 from debias_bench.registry import DATASETS

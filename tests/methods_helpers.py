@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import torch
+
 from debias_bench.data import Batch, DatasetSpec
 
 

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from debias_bench.datasets.cmnist import MEAN_COLORS, ColoredMNIST, colorize
 from debias_bench.datasets.mnist_raw import read_idx
 from debias_bench.datasets.skew import assign_skewed, assign_uniform

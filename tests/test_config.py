@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import pytest
+
 from debias_bench.config import make_config, parse_overrides, resolve_hparams
 from debias_bench.errors import ConfigError, UnknownNameError
 

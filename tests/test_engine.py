@@ -5,6 +5,7 @@ import json
 import pytest
 import torch
 from conftest import assert_close_nested
+
 from debias_bench.config import make_config
 from debias_bench.engine import Interrupted, train_run
 from debias_bench.store import RunStore

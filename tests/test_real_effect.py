@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+
 from debias_bench.config import make_config
 from debias_bench.engine import DataPlace, train_run
 from debias_bench.store import RunStore

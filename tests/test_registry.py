@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import pytest
+
 from debias_bench.cli import main
 from debias_bench.errors import UnknownNameError
 from debias_bench.registry import DATASETS, METHODS, Registry

@@ -1,0 +1,5 @@
+"""One module per `bench` sub-command, each with an ``add(subparsers)`` function."""
+
+from . import data, listing, report, run, status
+
+COMMANDS = (run, status, report, listing, data)

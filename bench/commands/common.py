@@ -1,0 +1,38 @@
+"""Helpers shared by the commands."""
+
+from __future__ import annotations
+
+import argparse
+
+from debias_bench.errors import ConfigError
+
+
+def floats(text: str) -> list[float]:
+    try:
+        return [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise ConfigError(f"bad list of numbers {text!r}", hint="e.g. --ratios 0.5,1,2,5") from None
+
+
+def ints(text: str) -> list[int]:
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise ConfigError(f"bad list of integers {text!r}", hint="e.g. --seeds 0,1,2") from None
+
+
+def fmt(value: float | None) -> str:
+    return "" if value is None else f"{value:.2f}"
+
+
+def data_args(p: argparse.ArgumentParser) -> None:
+    """--raw-root / --data-root, shared by the commands that touch data."""
+    p.add_argument(
+        "--raw-root",
+        help="raw downloads/releases (default $BENCH_RAW_ROOT or "
+        "~/.cache/debias-bench/raw); never written",
+    )
+    p.add_argument(
+        "--data-root",
+        help="prepared datasets (default $BENCH_DATA_ROOT or ~/.cache/debias-bench/data)",
+    )
