@@ -41,6 +41,8 @@ ENGINE_DEFAULTS: dict[str, Any] = {
     "eval_limit": None,  # evaluate on a seeded random subset of valid/test of this size
     "input_div255": False,
     "pretrained_weights": None,  # path of ImageNet weights for resnet18_pretrained
+    "track_nc": False,  # Neural Collapse metrics on training features at every evaluation
+    "nc_limit": 10000,  # ... on a seeded subset of this many training samples
 }
 
 #: Engine-wide switches of each protocol; methods add their own under ``protocols:`` in YAML.

@@ -25,7 +25,8 @@ from debias_bench.config import RunConfig
 from debias_bench.data import Splits, TrainStream
 from debias_bench.family import DatasetFamily
 from debias_bench.method import Method, TrainEnv
-from debias_bench.metrics import SelectionTracker, evaluate_split
+from debias_bench.metrics import SelectionTracker, collect_features, evaluate_split
+from debias_bench.nc import neural_collapse_by_alignment
 from debias_bench.registry import DATASETS, METHODS
 from debias_bench.store import RunDir
 
@@ -127,6 +128,14 @@ def _peak_memory_mb(device: torch.device) -> float:
     return rss / (2**20 if sys.platform == "darwin" else 2**10)
 
 
+def _neural_collapse(
+    method: Method, split: Any, spec: Any, batch_size: int, device: torch.device
+) -> dict[str, Any]:
+    feats = collect_features(method.features, split, spec, batch_size, device)
+    weight = method.classifier_weight()
+    return neural_collapse_by_alignment(feats, split.labels, split.biases, weight)
+
+
 def train_run(
     config: RunConfig,
     run_dir: RunDir,
@@ -193,6 +202,9 @@ def train_run(
     progress.start(run_dir.run_id, total_steps, step)
     batches = stream.batches(start_step=step)
     eval_bs = int(hp["eval_batch_size"])
+    nc_split = (
+        _limit(splits.train, hp.get("nc_limit"), config.seed + 3) if hp.get("track_nc") else None
+    )
     while step < total_steps:
         tick = time.perf_counter()
         method.train_mode()
@@ -213,6 +225,8 @@ def train_run(
                 "test": evaluate_split(method.predict, splits.test, spec, eval_bs, device),
                 "train_time_s": train_time,
             }
+            if nc_split is not None:
+                record["nc"] = _neural_collapse(method, nc_split, spec, eval_bs, device)
             sums, count = {}, 0
             tracker.update(record)
             run_dir.append_metrics(record)

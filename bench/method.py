@@ -75,6 +75,11 @@ class Method(ABC):
     def features(self, x: torch.Tensor) -> torch.Tensor:
         """Penultimate features of the debiased model (for the Neural Collapse analysis)."""
 
+    def classifier_weight(self) -> torch.Tensor | None:
+        """The ``K x d`` weights that read ``features`` (NC2/NC3); None when there is no
+        single linear head over them."""
+        return None
+
     # ----------------------------------------------------------------- shared pieces
     def optimizer_for(self, *modules: nn.Module, prefix: str = "") -> torch.optim.Optimizer:
         params = [p for m in modules for p in m.parameters() if p.requires_grad]

@@ -23,6 +23,15 @@ def predict_labels(
     return torch.cat(preds) if preds else torch.empty(0, dtype=torch.long)
 
 
+@torch.no_grad()
+def collect_features(
+    features: Any, split: Split, spec: DatasetSpec, batch_size: int, device: torch.device
+) -> torch.Tensor:
+    """``features(x)`` over a split (unaugmented), on the CPU."""
+    batches = eval_batches(split, spec, batch_size, device)
+    return torch.cat([features(batch.x).float().cpu() for batch in batches])
+
+
 def _pct(correct: torch.Tensor) -> float | None:
     return float(correct.float().mean() * 100.0) if len(correct) else None
 

@@ -124,3 +124,6 @@ class ETFDebias(Method):
 
     def features(self, x: torch.Tensor) -> torch.Tensor:
         return self.backbone(x)
+
+    def classifier_weight(self) -> torch.Tensor:
+        return self.classifier.weight[:, : self.dim]  # the half that reads the learned feature

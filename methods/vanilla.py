@@ -36,3 +36,6 @@ class Vanilla(Method):
 
     def features(self, x: torch.Tensor) -> torch.Tensor:
         return self.model.features(x)
+
+    def classifier_weight(self) -> torch.Tensor:
+        return self.model.head.weight
