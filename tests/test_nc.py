@@ -85,3 +85,29 @@ def test_tracked_during_training_and_stored_in_metrics(tmp_path, toy_place):
     for record in records:
         assert set(record["nc"]) == {"all", "aligned", "conflicting"}
         assert all(record["nc"]["all"][m] > 0 for m in ("nc1", "nc2", "nc3"))
+
+
+def test_analyze_nc_plots_figure_two(tmp_path, toy_place):
+    from debias_bench.cli import main
+    from debias_bench.config import make_config
+    from debias_bench.engine import train_run
+    from debias_bench.store import RunStore
+
+    store = RunStore(tmp_path / "runs")
+    for method in ("vanilla", "etf_debias"):
+        config = make_config(
+            method,
+            "toy",
+            20,
+            0,
+            protocol="clean",
+            overrides={"steps": 16, "eval_every": 8, "batch_size": 32, "track_nc": True},
+        )
+        run_dir = store.run(config.run_id)
+        run_dir.write_config(config.to_json())
+        train_run(config, run_dir, toy_place, torch.device("cpu"))
+    out = tmp_path / "fig" / "nc.png"
+    assert (
+        main(["analyze", "nc", "--out", str(store.root), "--dataset", "toy", "-o", str(out)]) == 0
+    )
+    assert out.stat().st_size > 10_000 and out.with_suffix(".pdf").is_file()

@@ -1,0 +1,122 @@
+"""`bench analyze nc`: Figure-2-style curves of accuracy and Neural Collapse over training.
+
+Panels: (a) test accuracy of bias-aligned and bias-conflicting samples, (b-d) NC1, NC2, NC3 on
+bias-aligned and bias-conflicting training features; one colour per run (method), solid lines
+for aligned, dashed for conflicting. Runs must have been trained with ``--set track_nc=true``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from debias_bench.errors import BenchError
+from debias_bench.store import RunDir, RunStore
+
+PANELS = (
+    ("accuracy", "test accuracy (%)"),
+    ("nc1", "NC1"),
+    ("nc2", "NC2"),
+    ("nc3", "NC3"),
+)
+
+
+def _select_runs(args: argparse.Namespace) -> list[RunDir]:
+    runs = [RunDir(Path(p)) for p in args.runs]
+    if args.out:
+        runs += list(RunStore(Path(args.out)).runs())
+    chosen = []
+    for run in runs:
+        config = run.config()
+        if args.dataset and config.get("dataset") != args.dataset:
+            continue
+        if args.ratio is not None and float(config.get("ratio", -1)) != args.ratio:
+            continue
+        if args.methods and config.get("method") not in args.methods.split(","):
+            continue
+        chosen.append(run)
+    if not chosen:
+        raise BenchError("no runs match", hint="give run directories or --out with filters")
+    return chosen
+
+
+def _curves(run: RunDir) -> dict[str, Any]:
+    records = run.metrics()
+    if not records or "nc" not in records[-1]:
+        raise BenchError(
+            f"{run.path} has no Neural Collapse records",
+            hint="train it with `--set track_nc=true`",
+        )
+    epochs = [r["epoch"] for r in records]
+    out: dict[str, Any] = {"epoch": epochs}
+    for group, acc_key in (
+        ("aligned", "aligned_accuracy"),
+        ("conflicting", "conflicting_accuracy"),
+    ):
+        out[("accuracy", group)] = [r["test"][acc_key] for r in records]
+        for metric in ("nc1", "nc2", "nc3"):
+            out[(metric, group)] = [r["nc"][group][metric] for r in records]
+    return out
+
+
+def plot_nc(runs: list[RunDir], output: Path) -> list[Path]:
+    """Write ``output`` as PNG and PDF; returns the files written."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 4, figsize=(18, 4))
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for i, run in enumerate(runs):
+        config, curves = run.config(), _curves(run)
+        label = f"{config['method']} (s{config['seed']})"
+        for ax, (metric, title) in zip(axes, PANELS, strict=True):
+            for group, style in (("aligned", "-"), ("conflicting", "--")):
+                ax.plot(
+                    curves["epoch"],
+                    curves[(metric, group)],
+                    style,
+                    color=colours[i % len(colours)],
+                    label=f"{label}-{group.capitalize()}",
+                )
+            ax.set_title(title)
+            ax.set_xlabel("epoch")
+            if metric != "accuracy":
+                ax.set_yscale("log")
+    first = runs[0].config()
+    fig.suptitle(
+        f"{first['dataset']} at {first['ratio']:g}% bias-conflicting "
+        f"(protocol {first.get('protocol')})"
+    )
+    axes[-1].legend(fontsize=7, loc="upper right")
+    fig.tight_layout()
+    output.parent.mkdir(parents=True, exist_ok=True)
+    written = []
+    for suffix in (".png", ".pdf"):
+        path = output.with_suffix(suffix)
+        fig.savefig(path, dpi=150)
+        written.append(path)
+    plt.close(fig)
+    return written
+
+
+def cmd_analyze(args: argparse.Namespace) -> int:
+    for path in plot_nc(_select_runs(args), Path(args.output)):
+        print(f"wrote {path}", file=sys.stderr)
+    return 0
+
+
+def add(sub: argparse._SubParsersAction) -> None:
+    analyze = sub.add_parser("analyze", help="analyses of trained runs")
+    what = analyze.add_subparsers(dest="analysis", required=True)
+    nc = what.add_parser("nc", help="accuracy and NC1-NC3 over training (paper Fig. 2)")
+    nc.add_argument("runs", nargs="*", help="run directories")
+    nc.add_argument("--out", help="a run store to take runs from (with the filters below)")
+    nc.add_argument("--dataset")
+    nc.add_argument("--ratio", type=float)
+    nc.add_argument("--methods", help="comma list")
+    nc.add_argument("-o", "--output", default="nc.png", help="figure path (PNG and PDF)")
+    nc.set_defaults(func=cmd_analyze)
