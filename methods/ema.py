@@ -1,4 +1,5 @@
-"""Per-sample loss EMA with class-wise max normalisation (LfF's ``util.EMA``)."""
+"""Per-sample loss EMA with class-wise max normalisation (LfF's ``util.EMA``), and the
+relative difficulty that LfF, LfF+BE and DisEnt weight their debiased loss with."""
 
 from __future__ import annotations
 
@@ -10,19 +11,35 @@ import torch
 class SampleLossEMA:
     """Exponential moving average of each training sample's loss.
 
-    The first visit stores the raw loss; later visits ``ema = alpha * ema + (1 - alpha) * loss``.
-    ``normalized(index, labels)`` divides by the largest EMA of the sample's class over the whole
-    training set, as LfF does before forming the relative difficulty.
+    The first visit stores the raw loss; later visits ``ema = alpha * ema + (1 - alpha) * loss``
+    (LfF: ``p = alpha * p + (1 - alpha * updated) * loss``).
+
+    ``normalized(index, num_classes)`` divides by the largest EMA of the sample's class over the
+    whole training set, as LfF does before forming the relative difficulty. The labels are either
+    given up front (a tensor) or, when only the training-set size is known (an int), recorded as
+    samples are visited (``update(..., labels=y)``). Unvisited samples hold 0 and losses are
+    non-negative, so they never change a class maximum: both ways give the same numbers.
     """
 
-    def __init__(self, labels: torch.Tensor, alpha: float = 0.7) -> None:
-        self.labels = labels.clone()
+    def __init__(
+        self,
+        labels: torch.Tensor | int,
+        alpha: float = 0.7,
+        device: torch.device | str | None = None,
+    ) -> None:
+        if isinstance(labels, int):
+            labels = torch.zeros(labels, dtype=torch.long, device=device)
+        self.labels = labels.clone().to(device or labels.device)
         self.alpha = alpha
-        self.values = torch.zeros(len(labels), device=labels.device)
-        self.visited = torch.zeros(len(labels), dtype=torch.bool, device=labels.device)
+        self.values = torch.zeros(len(self.labels), device=self.labels.device)
+        self.visited = torch.zeros(len(self.labels), dtype=torch.bool, device=self.labels.device)
 
-    def update(self, index: torch.Tensor, loss: torch.Tensor) -> None:
+    def update(
+        self, index: torch.Tensor, loss: torch.Tensor, labels: torch.Tensor | None = None
+    ) -> None:
         loss = loss.detach().to(self.values.dtype)
+        if labels is not None:
+            self.labels[index] = labels
         old = self.values[index]
         seen = self.visited[index]
         self.values[index] = torch.where(seen, self.alpha * old + (1 - self.alpha) * loss, loss)
@@ -36,11 +53,17 @@ class SampleLossEMA:
         return self.values[index] / (self.class_max(num_classes)[self.labels[index]] + eps)
 
     def state_dict(self) -> dict[str, Any]:
-        return {"values": self.values.clone(), "visited": self.visited.clone()}
+        return {
+            "values": self.values.clone(),
+            "visited": self.visited.clone(),
+            "labels": self.labels.clone(),
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.values.copy_(state["values"])
         self.visited.copy_(state["visited"])
+        if "labels" in state:
+            self.labels.copy_(state["labels"])
 
 
 def relative_difficulty(
