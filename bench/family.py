@@ -52,6 +52,20 @@ class DatasetFamily(ABC):
         """Identity of the prepared data, recorded in every run."""
         return f"{self.spec.name}-v{self.build_version}"
 
+    @property
+    def folder(self) -> Path:
+        """Where the prepared data lives (families with build options add a tag)."""
+        return self.data_root / self.spec.name / f"v{self.build_version}"
+
+    def is_prepared(self) -> bool:
+        return (self.folder / "manifest.json").is_file()
+
+    def verify(self) -> list[str]:
+        """Problems with the prepared data (checksums, counts, sizes); empty when all good."""
+        if not self.is_prepared():
+            return [f"{self.spec.name} is not prepared ({self.folder} has no manifest.json)"]
+        return verify_dataset(self.folder, self.spec.num_classes, self.spec.num_biases)
+
     def check_ratio(self, ratio: float) -> float:
         ratio = float(ratio)
         if ratio not in self.spec.ratios:
@@ -113,13 +127,23 @@ def sha256(path: Path, chunk: int = 1 << 22) -> str:
     return digest.hexdigest()
 
 
-def publish_dataset(staging: Path, target: Path, params: dict[str, Any]) -> None:
-    """Write the manifest (parameters + checksums) and atomically move staging to target."""
+def publish_dataset(
+    staging: Path,
+    target: Path,
+    params: dict[str, Any],
+    shape: tuple[int, int] | None = None,
+) -> None:
+    """Write the manifest (parameters + checksums) and atomically move staging to target.
+
+    With ``shape`` = (num_classes, num_biases) the manifest also records every split's size,
+    image shape and class x bias counts, which ``verify_dataset`` checks."""
     files = sorted(p for p in staging.rglob("*") if p.is_file())
-    manifest = {
+    manifest: dict[str, Any] = {
         "params": params,
         "files": {str(p.relative_to(staging)): sha256(p) for p in files},
     }
+    if shape is not None:
+        manifest["splits"] = describe_dataset(staging, *shape)
     (staging / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True))
     target.parent.mkdir(parents=True, exist_ok=True)
     if target.exists():
@@ -140,4 +164,55 @@ def verify_manifest(folder: Path) -> list[str]:
             problems.append(f"{path} is missing")
         elif sha256(path) != digest:
             problems.append(f"{path} does not match its checksum")
+    return problems
+
+
+def split_folders(folder: Path) -> list[Path]:
+    """Every prepared split under a dataset folder (each holds ``images.npy``)."""
+    return sorted(p.parent for p in folder.rglob("images.npy"))
+
+
+def describe_split(folder: Path, num_classes: int, num_biases: int) -> dict[str, Any]:
+    """Sample count, image shape and the class x bias count matrix of one prepared split."""
+    images = np.load(folder / "images.npy", mmap_mode="r")
+    attrs = np.load(folder / "attrs.npy")
+    labels, biases = attrs[:, 0].astype(np.int64), attrs[:, 1].astype(np.int64)
+    if len(labels) and (labels.max() >= num_classes or biases.max() >= num_biases):
+        raise CorruptDataError(f"{folder}: label or bias outside the dataset's range")
+    counts = np.bincount(labels * num_biases + biases, minlength=num_classes * num_biases)
+    return {
+        "n": len(labels),
+        "image_shape": list(images.shape[1:]),
+        "counts": counts.reshape(num_classes, num_biases).tolist(),
+    }
+
+
+def describe_dataset(folder: Path, num_classes: int, num_biases: int) -> dict[str, Any]:
+    """``describe_split`` for every split, keyed by its path relative to ``folder``."""
+    return {
+        str(p.relative_to(folder)): describe_split(p, num_classes, num_biases)
+        for p in split_folders(folder)
+    }
+
+
+def verify_dataset(folder: Path, num_classes: int, num_biases: int) -> list[str]:
+    """Checksums (``verify_manifest``) plus counts and image sizes against the manifest."""
+    problems = verify_manifest(folder)
+    manifest_path = folder / "manifest.json"
+    if not manifest_path.is_file():
+        return problems
+    expected = json.loads(manifest_path.read_text()).get("splits")
+    if expected is None:
+        return problems
+    for rel, want in expected.items():
+        if not (folder / rel / "images.npy").is_file():
+            continue  # already reported as missing
+        try:
+            got = describe_split(folder / rel, num_classes, num_biases)
+        except (ValueError, OSError, EOFError) as exc:
+            problems.append(f"{folder / rel}: cannot read ({exc})")
+            continue
+        for key in ("n", "image_shape", "counts"):
+            if got[key] != want[key]:
+                problems.append(f"{folder / rel}: {key} is {got[key]}, manifest says {want[key]}")
     return problems

@@ -1,0 +1,185 @@
+"""Dogs & Cats (Kim et al., CVPR 2019 colour-bias lists; BiasEnsemble's 1 % / 5 % splits).
+
+Target: animal (0 = cat, 1 = dog); bias: fur colour (0 = dark, 1 = bright). Aligned = dark
+cats + bright dogs (the lists' TB1, 10,047 images here); conflicting = bright cats + dark dogs
+(TB2, 6,738).
+
+**Built from the release** (``<raw root>/dogs-and-cats-128.tar``: ``images/{cat,dog}.N.jpg``,
+``list_bright.txt``, ``list_dark.txt``), by this protocol (BiasEnsemble did not publish its
+own script):
+
+* train at r %: every aligned image, plus ``round(n_aligned_c * r / (100 - r))`` conflicting
+  images of each class c (5 %: 250 cats, 279 dogs; 1 %: 48, 54), taken in a seeded order so
+  the 1 % set is contained in the 5 % set;
+* the conflicting images not reserved for the 5 % training set are split per class, 20 % valid
+  and 80 % test (shared by both ratios): valid and test are bias-conflicting only and disjoint
+  from every training set.
+
+**Read from the BiasEnsemble layout** (``<raw root>/dogs_and_cats/``)::
+
+    {1pct,5pct}/{align,conflict}/<label>/<idx>_<label>_<bias>.<ext>
+    {1pct,5pct}/valid/*            test/<label>/*
+
+Images are decoded once at 224 x 224 (the official ``Resize((224, 224))``; the release here is
+already down-sized to 128 px, so this is an upsampling) with CIFAR normalisation,
+RandomCrop(224, padding=4) and flip, as BiasEnsemble's transforms.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from debias_bench.data import DatasetSpec
+from debias_bench.errors import CorruptDataError, DataNotFoundError
+from debias_bench.family import ratio_dirname
+from debias_bench.registry import register_dataset
+
+from .bffhq import CIFAR_MEAN, CIFAR_STD
+from .cached import CachedImageFamily, conflicting_counts, partition_conflicting
+from .folder_layout import (
+    Record,
+    find_ratio_dir,
+    read_records,
+    scan_class_folders,
+    scan_flat_or_nested,
+)
+from .images import extract_tar
+
+TAR = "dogs-and-cats-128.tar"
+CLASSES = ("cat", "dog")
+DARK, BRIGHT = 0, 1
+VALID_FRACTION = 0.2
+
+
+def resolve_source(family: CachedImageFamily, release: Path, layout: Path, how: str) -> Path:
+    """``source`` option: 'release' (build), 'biasensemble' (read), or 'auto' (first found)."""
+    choice = family.options.get("source", "auto")
+    options = {"release": [release], "biasensemble": [layout], "auto": [release, layout]}
+    if choice not in options:
+        raise DataNotFoundError(f"source must be one of {', '.join(options)}, got {choice!r}")
+    for path in options[choice]:
+        if path.exists():
+            return path
+    where = "\n    ".join(str(p) for p in options[choice])
+    raise DataNotFoundError(f"{family.spec.name}: raw data not found; looked at:\n    {where}", how)
+
+
+@register_dataset(
+    "dogs_and_cats",
+    display_name="Dogs & Cats",
+    citation="Kim et al., Learning Not to Learn, CVPR 2019; 1%/5% splits of Lee et al., "
+    "BiasEnsemble, AAAI 2023",
+    kind="real",
+)
+class DogsAndCats(CachedImageFamily):
+    spec = DatasetSpec(
+        name="dogs_and_cats",
+        num_classes=2,
+        num_biases=2,
+        ratios=(1.0, 5.0),
+        image_size=(224, 224),
+        channels=3,
+        backbone="resnet18",
+        test_kind="conflicting",
+        class_names=CLASSES,
+        bias_names=("dark", "bright"),
+        mean=CIFAR_MEAN,
+        std=CIFAR_STD,
+        crop_padding=4,
+        hflip=True,
+    )
+    build_version = "1"
+    how_to_get = (
+        f"put {TAR} (Kaggle Dogs vs. Cats images of the Kim et al. lists, with list_bright.txt "
+        "and list_dark.txt) or the BiasEnsemble dogs_and_cats/ folder into the raw root "
+        "(--raw-root / $BENCH_RAW_ROOT), e.g. --raw-root ../shared/data"
+    )
+
+    def find_source(self) -> Path:
+        return resolve_source(
+            self, self.raw_root / TAR, self.raw_root / "dogs_and_cats", self.how_to_get
+        )
+
+    def source_kind(self) -> str:
+        return "release" if self.find_source().name == TAR else "biasensemble"
+
+    def build(self, staging: Path) -> None:
+        if self.source_kind() == "release":
+            self._build_from_release(staging)
+        else:
+            self._read_layout(self.find_source(), staging)
+
+    # ------------------------------------------------------------------ release tar
+    def release_records(self) -> list[Record]:
+        """Every listed image with its label and colour, in list order."""
+        root = extract_tar(self.find_source(), self.data_root / "extracted" / "dogs-and-cats")
+        recs = []
+        for bias, listing in ((BRIGHT, "list_bright.txt"), (DARK, "list_dark.txt")):
+            path = root / listing
+            if not path.is_file():
+                raise CorruptDataError(f"{self.find_source()} has no {listing}")
+            for line in path.read_text().split():
+                animal = line.split(".")[0]
+                if animal not in CLASSES:
+                    raise CorruptDataError(f"{path}: unexpected entry {line!r}")
+                image = root / "images" / line
+                if not image.is_file():
+                    raise CorruptDataError(f"{path} lists {line}, which is not in the archive")
+                recs.append(Record(image, CLASSES.index(animal), bias))
+        return recs
+
+    def plan(self, recs: list[Record]) -> dict[str, list[Record]]:
+        """The split of every image: ``<pct>/train`` per ratio, ``valid``, ``test``."""
+        limit = self.options.get("limit_per_group")  # tests: a small deterministic subset
+        rng = np.random.default_rng([self.data_seed, 17])
+        aligned = {c: [r for r in recs if r.label == c and r.bias == c] for c in (0, 1)}
+        conflict = {c: [r for r in recs if r.label == c and r.bias != c] for c in (0, 1)}
+        if limit:
+            aligned = {c: v[: int(limit)] for c, v in aligned.items()}
+            conflict = {c: v[: int(limit)] for c, v in conflict.items()}
+        n_aligned = {c: len(v) for c, v in aligned.items()}
+        most = conflicting_counts(n_aligned, max(self.spec.ratios))
+        reserve, valid, test = partition_conflicting(conflict, most, VALID_FRACTION, rng)
+        plan = {"valid": valid, "test": test}
+        for ratio in self.spec.ratios:
+            need = conflicting_counts(n_aligned, ratio)
+            train = [r for c in (0, 1) for r in aligned[c]]
+            train += [r for c in (0, 1) for r in reserve[c][: need[c]]]
+            plan[f"{ratio_dirname(ratio)}/train"] = train
+        return plan
+
+    def _build_from_release(self, staging: Path) -> None:
+        for rel, recs in self.plan(self.release_records()).items():
+            (staging / rel).mkdir(parents=True)
+            read_records(recs, self.spec.image_size, f"dogs_and_cats {rel}", staging / rel)
+
+    # ------------------------------------------------------------------ BiasEnsemble layout
+    def _read_layout(self, root: Path, staging: Path) -> None:
+        c, size = self.spec.num_classes, self.spec.image_size
+        for ratio in self.spec.ratios:
+            pct = find_ratio_dir(root, ratio, "Dogs & Cats (BiasEnsemble layout)")
+            train = []
+            for part in ("align", "conflict"):
+                train += scan_class_folders(pct / part, c, f"Dogs & Cats {pct.name} {part}")
+            rel = f"{pct.name}/train"
+            (staging / rel).mkdir(parents=True)
+            read_records(train, size, f"dogs_and_cats {rel}", staging / rel)
+            valid = scan_flat_or_nested(pct / "valid", c, f"Dogs & Cats {pct.name} valid")
+            (staging / pct.name / "valid").mkdir()
+            read_records(
+                valid, size, f"dogs_and_cats {pct.name} valid", staging / pct.name / "valid"
+            )
+        test = scan_class_folders(root / "test", c, "Dogs & Cats test")
+        (staging / "test").mkdir()
+        read_records(test, size, "dogs_and_cats test", staging / "test")
+
+    def params(self) -> dict[str, Any]:
+        return {**super().params(), "limit_per_group": self.options.get("limit_per_group")}
+
+    @property
+    def tag(self) -> str:
+        limit = self.options.get("limit_per_group")
+        return super().tag + (f"-limit{limit}" if limit else "")

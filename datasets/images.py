@@ -1,0 +1,100 @@
+"""Decoding image files into uint8 arrays: once, in parallel, into a memory-mappable ``.npy``.
+
+The 224-px datasets are decoded a single time at a fixed size (PIL bilinear with antialiasing,
+what torchvision's ``Resize((224, 224))`` does on a PIL image) and kept as
+``N x H x W x 3`` uint8 arrays that training memory-maps, instead of re-decoding every file
+every epoch as the official loaders do. Errors name the file that could not be read.
+"""
+
+from __future__ import annotations
+
+import io
+import tarfile
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+from joblib import Parallel, delayed
+from PIL import Image, UnidentifiedImageError
+from tqdm import tqdm
+
+from debias_bench.errors import CorruptDataError
+
+CHUNK = 256  # images per parallel task
+
+
+def decode(source: Path | bytes, size: tuple[int, int] | None, name: str = "") -> np.ndarray:
+    """One image file (path or bytes) -> uint8 ``H x W x 3`` RGB, resized to ``size`` (h, w)."""
+    label = name or str(source)
+    try:
+        with Image.open(io.BytesIO(source) if isinstance(source, bytes) else source) as img:
+            img = img.convert("RGB")
+            if size is not None and img.size != (size[1], size[0]):
+                img = img.resize((size[1], size[0]), Image.BILINEAR)
+            return np.asarray(img, dtype=np.uint8)
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as exc:
+        raise CorruptDataError(
+            f"cannot decode image {label}: {exc}",
+            hint="the file is corrupt or not an image; restore it from the original release",
+        ) from exc
+
+
+def _decode_chunk(paths: Sequence[Path], size: tuple[int, int]) -> np.ndarray:
+    return np.stack([decode(p, size) for p in paths]) if paths else np.empty((0, *size, 3))
+
+
+def decode_files(
+    paths: Sequence[Path],
+    size: tuple[int, int],
+    out: Path | None = None,
+    desc: str = "decoding",
+    n_jobs: int = 2,
+) -> np.ndarray:
+    """Decode ``paths`` in parallel into one uint8 ``N x H x W x 3`` array.
+
+    With ``out`` the array is written straight into that ``.npy`` file (a memory map), so a
+    set larger than memory can be built; the return value is then the open memory map."""
+    shape = (len(paths), size[0], size[1], 3)
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        array = np.lib.format.open_memmap(out, mode="w+", dtype=np.uint8, shape=shape)
+    else:
+        array = np.empty(shape, dtype=np.uint8)
+    chunks = [list(paths[i : i + CHUNK]) for i in range(0, len(paths), CHUNK)]
+    bar = tqdm(total=len(paths), desc=desc, unit="img", leave=False)
+    results = Parallel(n_jobs=n_jobs, return_as="generator")(
+        delayed(_decode_chunk)(chunk, size) for chunk in chunks
+    )
+    start = 0
+    for block in results:
+        array[start : start + len(block)] = block
+        start += len(block)
+        bar.update(len(block))
+    bar.close()
+    if out is not None:
+        array.flush()
+    return array
+
+
+def extract_tar(tar_path: Path, target: Path) -> Path:
+    """Unpack a release tar once into ``target`` (in the data root, never the raw root)."""
+    done = target / ".extracted"
+    if done.is_file():
+        return target
+    staging = target.with_name(target.name + ".extracting")
+    staging.mkdir(parents=True, exist_ok=True)
+    try:
+        with tarfile.open(tar_path) as tar:
+            tar.extractall(staging, filter="data")
+    except (tarfile.TarError, OSError, EOFError) as exc:
+        raise CorruptDataError(
+            f"cannot read {tar_path}: {exc}",
+            hint="the archive is damaged; download it again and check its SHA-256",
+        ) from exc
+    (staging / ".extracted").write_text(str(tar_path))
+    if target.exists():
+        import shutil
+
+        shutil.rmtree(target)
+    staging.rename(target)
+    return target
