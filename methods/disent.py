@@ -155,3 +155,7 @@ class DisEnt(Method):
 
     def predict(self, x: torch.Tensor) -> torch.Tensor:
         return self.intrinsic.head(self.features(x))
+
+    def classifier_weight(self) -> torch.Tensor:
+        """``C_i``'s ``K x 2d`` weight, which reads ``features() = [z_i, z_b]``."""
+        return self.intrinsic.head.weight

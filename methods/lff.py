@@ -93,3 +93,9 @@ class LfF(Method):
 
     def features(self, x: torch.Tensor) -> torch.Tensor:
         return self.model_d.features(x)
+
+    def backbone_module(self) -> torch.nn.Module:
+        return self.model_d.backbone
+
+    def classifier_weight(self) -> torch.Tensor:
+        return self.model_d.head.weight
