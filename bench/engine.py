@@ -128,6 +128,36 @@ def _peak_memory_mb(device: torch.device) -> float:
     return rss / (2**20 if sys.platform == "darwin" else 2**10)
 
 
+def _setup(
+    config: RunConfig, place: DataPlace, device: torch.device
+) -> tuple[DatasetFamily, Splits, TrainStream, Method]:
+    """Data, batch stream and a freshly initialised method (seeded by the run seed)."""
+    hp = config.hparams
+    family, splits = load_data(config, place)
+    stream = TrainStream(splits.train, family.spec, int(hp["batch_size"]), config.seed, device)
+    total_steps = int(hp["steps"] or int(hp["epochs"]) * stream.steps_per_epoch)
+    env = TrainEnv(device, len(splits.train), stream.steps_per_epoch, total_steps, config.seed)
+    _seed_everything(config.seed)
+    method_cls: type[Method] = METHODS.get(config.method)
+    return family, splits, stream, method_cls(family.spec, hp, env)
+
+
+def restore_method(
+    run_dir: RunDir, place: DataPlace, device: torch.device
+) -> tuple[Method, DatasetFamily, Splits]:
+    """A run's method with the weights of its latest checkpoint, in eval mode."""
+    from debias_bench.errors import BenchError
+
+    config = RunConfig.from_json(run_dir.config())
+    family, splits, _, method = _setup(config, place, device)
+    checkpoint = run_dir.load_checkpoint()
+    if checkpoint is None:
+        raise BenchError(f"{run_dir.path} has no checkpoint", hint="train it with `bench run`")
+    method.load_state_dict(checkpoint["method"])
+    method.eval_mode()
+    return method, family, splits
+
+
 def _neural_collapse(
     method: Method, split: Any, spec: Any, batch_size: int, device: torch.device
 ) -> dict[str, Any]:
@@ -152,18 +182,11 @@ def train_run(
     progress = progress or Progress()
     run_dir.path.mkdir(parents=True, exist_ok=True)
     hp = config.hparams
-    family, splits = load_data(config, place)
-    spec = family.spec
-    stream = TrainStream(splits.train, spec, int(hp["batch_size"]), config.seed, device)
-    total_steps = int(hp["steps"] or int(hp["epochs"]) * stream.steps_per_epoch)
+    family, splits, stream, method = _setup(config, place, device)
+    spec, total_steps = family.spec, method.env.total_steps
     eval_every = int(
         hp["eval_every"] or max(1, round(float(hp["eval_every_epochs"]) * stream.steps_per_epoch))
     )
-    env = TrainEnv(device, len(splits.train), stream.steps_per_epoch, total_steps, config.seed)
-
-    _seed_everything(config.seed)
-    method_cls: type[Method] = METHODS.get(config.method)
-    method = method_cls(spec, hp, env)
     tracker = SelectionTracker()
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)

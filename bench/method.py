@@ -75,6 +75,11 @@ class Method(ABC):
     def features(self, x: torch.Tensor) -> torch.Tensor:
         """Penultimate features of the debiased model (for the Neural Collapse analysis)."""
 
+    def backbone_module(self) -> nn.Module | None:
+        """The backbone whose features ``classifier_weight`` reads (for class activation maps);
+        None when there is no single one."""
+        return None
+
     def classifier_weight(self) -> torch.Tensor | None:
         """The ``K x d`` weights that read ``features`` (NC2/NC3); None when there is no
         single linear head over them."""

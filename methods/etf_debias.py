@@ -125,5 +125,8 @@ class ETFDebias(Method):
     def features(self, x: torch.Tensor) -> torch.Tensor:
         return self.backbone(x)
 
+    def backbone_module(self) -> nn.Module:
+        return self.backbone
+
     def classifier_weight(self) -> torch.Tensor:
         return self.classifier.weight[:, : self.dim]  # the half that reads the learned feature

@@ -37,5 +37,8 @@ class Vanilla(Method):
     def features(self, x: torch.Tensor) -> torch.Tensor:
         return self.model.features(x)
 
+    def backbone_module(self) -> torch.nn.Module:
+        return self.model.backbone
+
     def classifier_weight(self) -> torch.Tensor:
         return self.model.head.weight

@@ -1,0 +1,108 @@
+"""`bench viz cam RUN`: class activation maps on bias-conflicting test images (paper Fig. 4).
+
+The grid has one row per image: the original, the Vanilla run's CAM and the chosen run's CAM
+(both for the true class), overlaid on the image. The Vanilla run is the one of the same
+dataset, ratio, seed and protocol in the same run store, unless ``--vanilla`` names one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import torch
+
+from debias_bench import paths
+from debias_bench.cam import class_activation_maps
+from debias_bench.data import to_float
+from debias_bench.engine import DataPlace, resolve_device, restore_method
+from debias_bench.errors import BenchError
+from debias_bench.store import RunDir, RunStore
+
+from .common import data_args
+
+
+def find_vanilla(run: RunDir) -> RunDir:
+    """The Vanilla run matching ``run`` (dataset, ratio, seed, protocol) beside it."""
+    config = run.config()
+    keys = ("dataset", "ratio", "seed", "protocol")
+    for other in RunStore(run.path.parent).runs():
+        c = other.config()
+        if c.get("method") == "vanilla" and all(c.get(k) == config.get(k) for k in keys):
+            return other
+    raise BenchError(
+        f"no Vanilla run with the same dataset, ratio, seed and protocol beside {run.path}",
+        hint="train one with `bench run --methods vanilla ...` into the same --out, "
+        "or pass --vanilla RUN",
+    )
+
+
+def conflicting_samples(split, n: int, seed: int = 0) -> torch.Tensor:
+    rows = torch.nonzero(split.labels != split.biases).squeeze(1)
+    if len(rows) == 0:
+        raise BenchError("the test split has no bias-conflicting samples")
+    pick = torch.randperm(len(rows), generator=torch.Generator().manual_seed(seed))[:n]
+    return rows[pick].sort().values
+
+
+def cmd_cam(args: argparse.Namespace) -> int:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    run = RunDir(Path(args.run))
+    vanilla = RunDir(Path(args.vanilla)) if args.vanilla else find_vanilla(run)
+    place = DataPlace(paths.raw_root(args.raw_root), paths.data_root(args.data_root))
+    device = resolve_device(args.device)
+    method, family, splits = restore_method(run, place, device)
+    reference, _, _ = restore_method(vanilla, place, device)
+    rows = conflicting_samples(splits.test, args.n, args.seed)
+    test = splits.test.subset(rows)
+    x = to_float(torch.as_tensor(test.images), family.spec).to(device)
+    y = test.labels.to(device)
+    maps = {
+        "Vanilla": class_activation_maps(reference, x, y).cpu().numpy(),
+        run.config()["method"]: class_activation_maps(method, x, y).cpu().numpy(),
+    }
+    images = (torch.as_tensor(test.images).float() / 255).numpy()
+    if images.shape[-1] == 1:
+        images = images[..., 0]
+    fig, axes = plt.subplots(len(rows), 3, figsize=(6, 2 * len(rows)), squeeze=False)
+    names = family.spec.class_names
+    for i in range(len(rows)):
+        label = names[int(test.labels[i])] if names else int(test.labels[i])
+        axes[i, 0].imshow(images[i])
+        axes[i, 0].set_ylabel(str(label), fontsize=8)
+        for j, (title, cam) in enumerate(maps.items(), start=1):
+            axes[i, j].imshow(images[i])
+            axes[i, j].imshow(cam[i], cmap="jet", alpha=0.5, vmin=0, vmax=1)
+            if i == 0:
+                axes[i, j].set_title(title, fontsize=9)
+        if i == 0:
+            axes[i, 0].set_title("original", fontsize=9)
+    for ax in axes.flat:
+        ax.set_xticks([])
+        ax.set_yticks([])
+    fig.tight_layout()
+    output = Path(args.output)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(output, dpi=150)
+    plt.close(fig)
+    print(f"wrote {output}", file=sys.stderr)
+    return 0
+
+
+def add(sub: argparse._SubParsersAction) -> None:
+    viz = sub.add_parser("viz", help="visualisations of trained runs")
+    what = viz.add_subparsers(dest="visual", required=True)
+    cam = what.add_parser("cam", help="class activation maps on bias-conflicting test images")
+    cam.add_argument("run", help="run directory of the method to show")
+    cam.add_argument("--vanilla", help="run directory of the Vanilla reference")
+    cam.add_argument("--n", type=int, default=6, help="number of images")
+    cam.add_argument("--seed", type=int, default=0, help="which images")
+    cam.add_argument("--device", default="cpu")
+    cam.add_argument("-o", "--output", default="cam.png")
+    data_args(cam)
+    cam.set_defaults(func=cmd_cam)
