@@ -1,4 +1,6 @@
-"""`bench analyze nc`: Figure-2-style curves of accuracy and Neural Collapse over training.
+"""`bench analyze nc` and `bench analyze ablation`.
+
+`nc`: Figure-2-style curves of accuracy and Neural Collapse over training.
 
 Panels: (a) test accuracy of bias-aligned and bias-conflicting samples, (b-d) NC1, NC2, NC3 on
 bias-aligned and bias-conflicting training features; one colour per run (method), solid lines
@@ -12,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from debias_bench.ablations import ABLATIONS, ablation_frame, get_ablation, plot_ablation
 from debias_bench.errors import BenchError
 from debias_bench.store import RunDir, RunStore
 
@@ -109,6 +112,21 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_ablation(args: argparse.Namespace) -> int:
+    ablation = get_ablation(args.name)
+    frame = ablation_frame(RunStore(Path(args.out)), ablation, args.selection)
+    if frame.empty:
+        raise BenchError(
+            f"no finished runs of the {args.name} ablation under {args.out}",
+            hint=f"run them with `bench run --ablation {args.name} ...`",
+        )
+    table = frame.groupby(["dataset", "ratio", "value"])["accuracy"].agg(["mean", "std", "count"])
+    print(table.round(2).to_string())
+    for path in plot_ablation(frame, ablation, Path(args.output)):
+        print(f"wrote {path}", file=sys.stderr)
+    return 0
+
+
 def add(sub: argparse._SubParsersAction) -> None:
     analyze = sub.add_parser("analyze", help="analyses of trained runs")
     what = analyze.add_subparsers(dest="analysis", required=True)
@@ -120,3 +138,9 @@ def add(sub: argparse._SubParsersAction) -> None:
     nc.add_argument("--methods", help="comma list")
     nc.add_argument("-o", "--output", default="nc.png", help="figure path (PNG and PDF)")
     nc.set_defaults(func=cmd_analyze)
+    abl = what.add_parser("ablation", help="accuracy against an ablated hyperparameter (Fig. 3)")
+    abl.add_argument("name", choices=list(ABLATIONS))
+    abl.add_argument("--out", default="results/runs", help="run store")
+    abl.add_argument("--selection", default="last", choices=["last", "best_valid", "best_test"])
+    abl.add_argument("-o", "--output", default="ablation.png", help="figure path (PNG and PDF)")
+    abl.set_defaults(func=cmd_ablation)
