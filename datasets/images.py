@@ -61,6 +61,8 @@ def decode_files(
     else:
         array = np.empty(shape, dtype=np.uint8)
     chunks = [list(paths[i : i + CHUNK]) for i in range(0, len(paths), CHUNK)]
+    if len(chunks) <= 1:
+        n_jobs = 1  # small: no worker start-up
     bar = tqdm(total=len(paths), desc=desc, unit="img", leave=False)
     results = Parallel(n_jobs=n_jobs, return_as="generator")(
         delayed(_decode_chunk)(chunk, size) for chunk in chunks
