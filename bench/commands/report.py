@@ -1,37 +1,104 @@
-"""`bench report`: tables from the finished runs of a run store."""
+"""`bench report`: the paper's tables (and plots) from the runs of a run store.
+
+Reads only: works while a sweep is running, and lists the runs not (yet) in each table.
+"""
 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from debias_bench import paths
-from debias_bench.report import load_records, markdown_table
+from debias_bench.metrics import SELECTIONS
+from debias_bench.reporting import (
+    FORMATS,
+    METRICS,
+    TABLES,
+    ReportOptions,
+    build_tables,
+    load_paper,
+    load_records,
+    render,
+)
+from debias_bench.reporting.paper import DEFAULT_PAPER
 from debias_bench.store import RunStore
 
 
+def options(args: argparse.Namespace) -> ReportOptions:
+    ours = None if args.ours.lower() in ("", "none") else args.ours
+    return ReportOptions(
+        selection=args.selection,
+        metric=args.metric,
+        split=args.split,
+        ours=ours,
+        compare_paper=args.compare_paper,
+    )
+
+
 def cmd_report(args: argparse.Namespace) -> int:
-    store = RunStore(Path(args.out))
-    df = load_records(store)
-    print(markdown_table(df, args.selection, args.metric, args.split))
-    unfinished = df[df["state"] != "done"]
-    if len(unfinished):
-        print("\nnot in the table (unfinished, failed or skipped):")
-        for _, row in unfinished.iterrows():
-            print(
-                f"  {row['run_id']}: {row['state']}" + (f" ({row['note']})" if row["note"] else "")
-            )
+    records = load_records(RunStore(Path(args.out)))
+    for column in ("protocol", "preset"):
+        wanted = getattr(args, column)
+        if wanted:
+            records = records[records[column] == wanted]
+    opts = options(args)
+    paper = load_paper(args.paper) if args.compare_paper else None
+    tables = build_tables(records, args.table, opts, paper)
+    text = render(tables, args.format, standalone=not args.fragment)
+    if args.output:
+        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.output).write_text(text)
+        print(f"wrote {args.output} ({len(tables)} tables)", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    if args.plot:
+        from debias_bench.reporting.plots import plot_ratio_curves  # matplotlib only when asked
+
+        written = plot_ratio_curves(records, opts, Path(args.plot), paper)
+        print(f"wrote {len(written)} plot files under {args.plot}", file=sys.stderr)
     return 0
 
 
 def add(sub: argparse._SubParsersAction) -> None:
-    report = sub.add_parser("report", help="mean ± std table of finished runs")
-    report.add_argument("--out", default=str(paths.DEFAULT_OUT))
-    report.add_argument("--selection", default="last", choices=["last", "best_valid", "best_test"])
-    report.add_argument(
-        "--metric",
-        default="accuracy",
-        choices=["accuracy", "aligned_accuracy", "conflicting_accuracy", "group_mean_accuracy"],
+    report = sub.add_parser(
+        "report",
+        help="the paper's tables (LaTeX, Markdown, CSV) and plots from a run store",
+        description="Tables in the layouts of the ETF-Debias paper: Table 1 (synthetic), "
+        "Table 2 (real-world), Tables D.1/D.2 (BAR class-wise), and the training cost.",
     )
+    report.add_argument("--out", default=str(paths.DEFAULT_OUT), help="the run store to read")
+    report.add_argument(
+        "--table",
+        default="all",
+        choices=TABLES,
+        help="synthetic: Table 1; real: Table 2; bar-classwise: Tables D.1/D.2; other: datasets "
+        "outside the paper; cost: time and memory relative to Vanilla; all (default)",
+    )
+    report.add_argument("--format", default="markdown", choices=FORMATS)
+    report.add_argument("--selection", default="last", choices=SELECTIONS)
+    report.add_argument("--metric", default="accuracy", choices=METRICS)
     report.add_argument("--split", default="test", choices=["test", "valid"])
+    report.add_argument(
+        "--ours",
+        default="etf_debias",
+        help="the method whose gain or loss against the best other is bracketed ('none': off)",
+    )
+    report.add_argument(
+        "--compare-paper",
+        action="store_true",
+        help="add the paper's numbers and the difference (ours - paper) under each row",
+    )
+    report.add_argument("--paper", default=DEFAULT_PAPER, help="reference numbers to compare with")
+    report.add_argument("--protocol", help="only runs of this protocol (official, clean)")
+    report.add_argument("--preset", help="only runs of this preset (paper, quick, smoke)")
+    report.add_argument("-o", "--output", help="write to this file instead of stdout")
+    report.add_argument(
+        "--fragment",
+        action="store_true",
+        help="LaTeX: the table environments only, to \\input into a paper",
+    )
+    report.add_argument(
+        "--plot", metavar="DIR", help="also write accuracy-vs-ratio plots (PNG and PDF) to DIR"
+    )
     report.set_defaults(func=cmd_report)

@@ -1,0 +1,74 @@
+"""The reporter: run records in, the paper's tables out.
+
+``load_records`` reads a run store into a tidy DataFrame; ``build_tables`` turns it into table
+models (a pure function); ``render`` writes them as LaTeX, Markdown or CSV. The modules:
+records (store -> DataFrame), layout (the paper's order, names, markers), stats (seed statistics,
+bold, gains), tables (the builders), paper (the published numbers), render_* and plots.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from debias_bench.reporting import render_csv, render_latex, render_markdown
+from debias_bench.reporting.model import Cell, Column, Row, Table
+from debias_bench.reporting.paper import PaperNumbers, load_paper
+from debias_bench.reporting.records import METRICS, load_records
+from debias_bench.reporting.tables import (
+    ReportOptions,
+    accuracy_tables,
+    classwise_tables,
+    cost_table,
+)
+
+TABLES = ("synthetic", "real", "other", "bar-classwise", "cost", "all")
+FORMATS = ("latex", "markdown", "csv")
+
+
+def build_tables(
+    records: pd.DataFrame,
+    table: str = "all",
+    opts: ReportOptions | None = None,
+    paper: PaperNumbers | None = None,
+) -> list[Table]:
+    """The table models of ``table`` (one of :data:`TABLES`) from the run records."""
+    opts = opts or ReportOptions()
+    if table not in TABLES:
+        raise ValueError(f"table must be one of {TABLES}")
+    wanted = ("synthetic", "real", "other", "bar-classwise", "cost") if table == "all" else (table,)
+    out: list[Table] = []
+    for name in wanted:
+        if name in ("synthetic", "real", "other"):
+            out += accuracy_tables(records, name, opts, paper)
+        elif name == "bar-classwise":
+            out += classwise_tables(records, opts, paper)
+        else:
+            out += cost_table(records)
+    return out
+
+
+def render(tables: list[Table], fmt: str = "markdown", standalone: bool = True) -> str:
+    if fmt == "latex":
+        return render_latex.render(tables, standalone=standalone)
+    if fmt == "csv":
+        return render_csv.render(tables)
+    if fmt == "markdown":
+        return render_markdown.render(tables)
+    raise ValueError(f"format must be one of {FORMATS}")
+
+
+__all__ = [
+    "FORMATS",
+    "METRICS",
+    "TABLES",
+    "Cell",
+    "Column",
+    "PaperNumbers",
+    "ReportOptions",
+    "Row",
+    "Table",
+    "build_tables",
+    "load_paper",
+    "load_records",
+    "render",
+]

@@ -1,0 +1,34 @@
+"""Number formatting shared by the renderers."""
+
+from __future__ import annotations
+
+from debias_bench.reporting.model import Cell, Table
+
+#: at most this many runs are listed under a table (the rest: ``bench status``)
+MAX_LISTED = 40
+_NOTE_ORDER = ("failed", "skipped", "dead", "interrupted", "running", "pending")
+
+
+def number(value: float, digits: int, signed: bool = False) -> str:
+    text = f"{value:.{digits}f}"
+    if float(text) == 0:
+        return f"{0:.{digits}f}"  # never "-0.00"
+    return f"{value:+.{digits}f}" if signed else text
+
+
+def listed_notes(table: Table) -> list[str]:
+    """The table's notes, failed and skipped runs first, capped at ``MAX_LISTED``."""
+
+    def rank(note: str) -> int:
+        state = note.split(": ", 1)[-1].split(" ", 1)[0]
+        return _NOTE_ORDER.index(state) if state in _NOTE_ORDER else -1
+
+    notes = sorted(table.notes, key=rank)
+    if len(notes) > MAX_LISTED:
+        rest = len(notes) - MAX_LISTED
+        notes = [*notes[:MAX_LISTED], f"... and {rest} more (see `bench status --out DIR`)"]
+    return notes
+
+
+def ratio_text(cell: Cell) -> str:
+    return f"×{cell.ratio:.2f}" if cell.ratio is not None else ""

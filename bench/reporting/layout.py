@@ -1,0 +1,84 @@
+"""The paper's layouts: which datasets go in which table, column order, names and markers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from debias_bench.registry import DATASETS, METHODS
+
+#: Column order of the paper's tables; methods not listed follow in registry order.
+PAPER_ORDER = ("vanilla", "lff", "lff_be", "end", "sd", "disent", "selecmix", "etf_debias")
+SYNTHETIC = ("cmnist", "cifar10c")  # Table 1
+REAL = ("bffhq", "dogs_and_cats", "bar")  # Table 2
+DATASET_ORDER = (*SYNTHETIC, *REAL)
+#: BAR's actions in the column order of Tables D.1 and D.2
+BAR_PAPER_CLASSES = ("climbing", "diving", "fishing", "vaulting", "racing", "throwing")
+
+#: Names used while a method or dataset is not registered (yet) in this installation.
+_METHOD_NAMES = {
+    "vanilla": "Vanilla",
+    "lff": "LfF",
+    "lff_be": "LfF+BE",
+    "end": "EnD",
+    "sd": "SD",
+    "disent": "DisEnt",
+    "selecmix": "SelecMix",
+    "etf_debias": "ETF-Debias",
+}
+_DATASET_NAMES = {
+    "cmnist": "Colored MNIST",
+    "cifar10c": "Corrupted CIFAR-10",
+    "bffhq": "Biased FFHQ",
+    "dogs_and_cats": "Dogs & Cats",
+    "bar": "BAR",
+}
+BIAS_MARKERS = {True: "*", False: "◇"}
+
+
+def method_order(names: list[str]) -> list[str]:
+    """The paper's column order, then registry order, then by name."""
+    names = list(dict.fromkeys(names))
+    registered = [n for n in METHODS.names() if n not in PAPER_ORDER]
+    order = (*PAPER_ORDER, *registered)
+    return sorted(names, key=lambda n: (order.index(n) if n in order else len(order), n))
+
+
+def dataset_order(names: list[str]) -> list[str]:
+    names = list(dict.fromkeys(names))
+    return sorted(names, key=lambda n: (DATASET_ORDER.index(n) if n in DATASET_ORDER else 99, n))
+
+
+def method_name(method: str) -> str:
+    if method in METHODS:
+        return METHODS.entry(method).display_name
+    return _METHOD_NAMES.get(method, method)
+
+
+def dataset_name(dataset: str) -> str:
+    if dataset in DATASETS:
+        return DATASETS.entry(dataset).display_name
+    return _DATASET_NAMES.get(dataset, dataset)
+
+
+def bias_marker(method: str) -> str | None:
+    """The paper's marker: * for methods trained with bias labels, ◇ for methods without."""
+    if method not in METHODS:
+        return None
+    needs = METHODS.entry(method).meta.get("needs_bias_labels")
+    return None if needs is None else BIAS_MARKERS[bool(needs)]
+
+
+def dataset_spec(dataset: str) -> Any | None:
+    """The registered dataset's spec, or None while the dataset is not registered."""
+    if dataset not in DATASETS:
+        return None
+    return getattr(DATASETS.get(dataset), "spec", None)
+
+
+def table_of(dataset: str) -> str:
+    """Which accuracy table a dataset's rows go to."""
+    if dataset in SYNTHETIC:
+        return "synthetic"
+    if dataset in REAL:
+        return "real"
+    return "other"

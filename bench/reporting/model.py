@@ -1,0 +1,80 @@
+"""The table model: what a table says, before any renderer decides how it looks.
+
+Renderers (LaTeX, Markdown, CSV) only format what is here; every number, every bold mark and
+every bracket is decided by the builders in :mod:`.tables`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+#: reasons a cell has no number, in the words the tables print
+MISSING_REASONS = ("not run", "running", "unfinished", "failed", "skipped")
+
+
+@dataclass
+class Cell:
+    """One table cell: a mean +- std over ``n`` seeds, or the reason it is empty.
+
+    ``delta`` is the ``--ours`` method's gain (>0) or loss (<0) against the best other method
+    of the row; ``flag`` marks a paper comparison whose difference exceeds the combined std;
+    ``ratio`` is a cost relative to Vanilla; ``unit`` follows the mean (" s", " MB").
+    """
+
+    mean: float | None = None
+    std: float | None = None
+    n: int = 0
+    expected_n: int = 0
+    missing: str | None = None
+    bold: bool = False
+    delta: float | None = None
+    flag: bool = False
+    ratio: float | None = None
+    signed: bool = False  # print the mean with its sign (a difference row)
+    digits: int = 2
+
+    @property
+    def has_value(self) -> bool:
+        return self.mean is not None
+
+    @property
+    def show_n(self) -> bool:
+        return self.has_value and self.n < self.expected_n
+
+
+@dataclass(frozen=True)
+class Column:
+    key: str  # method name, class name, or "average"
+    label: str  # what the header prints
+    marker: str | None = None  # "*" (uses bias labels), "◇" (does not), None
+
+
+@dataclass
+class Row:
+    """One row; ``labels`` fill the row-header columns, ``kind`` says what the numbers are."""
+
+    labels: tuple[str, ...]
+    cells: dict[str, Cell]
+    kind: str = "ours"  # "ours" | "paper" | "diff" | "cost"
+    group: str = ""  # rows of one group (a dataset) are set off by a rule in LaTeX
+
+
+@dataclass
+class Table:
+    name: str  # "synthetic", "real", "bar-classwise", "cost", "other"
+    title: str
+    caption: str
+    row_headers: tuple[str, ...]
+    columns: list[Column]
+    rows: list[Row]
+    notes: list[str] = field(default_factory=list)
+    #: column keys set apart from the others (the paper's "Average" column)
+    separated: tuple[str, ...] = ()
+    #: protocol, preset, selection, split, metric: also columns of the CSV
+    meta: dict[str, str] = field(default_factory=dict)
+    #: how LaTeX prints a row label that is a registry key (``cmnist`` -> ``Colored MNIST``)
+    display: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.rows

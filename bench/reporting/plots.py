@@ -1,0 +1,89 @@
+"""Accuracy against bias-conflicting ratio, one figure per dataset (PNG and PDF).
+
+Figures are drawn on matplotlib's Agg canvas without pyplot, so nothing here needs a display
+or changes the caller's backend.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from debias_bench.reporting.layout import dataset_name, method_name, method_order
+from debias_bench.reporting.paper import PaperNumbers
+from debias_bench.reporting.tables import ReportOptions, ratio_curves
+
+FORMATS = ("png", "pdf")
+
+
+def _figure(
+    curves: pd.DataFrame, title: str, ylabel: str, paper: dict[str, list[tuple[float, float]]]
+) -> Figure:
+    fig = Figure(figsize=(6.0, 4.0), layout="constrained")
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    ratios = sorted(curves["ratio"].unique())
+    for method in method_order(curves["method"].unique().tolist()):
+        rows = curves[curves["method"] == method].sort_values("ratio")
+        line = ax.errorbar(
+            rows["ratio"],
+            rows["mean"],
+            yerr=rows["std"].fillna(0.0),
+            marker="o",
+            capsize=3,
+            label=method_name(method),
+        )
+        points = sorted(paper.get(method, []))
+        if points:
+            ratios = sorted({*ratios, *(r for r, _ in points)})
+            ax.plot(
+                [r for r, _ in points],
+                [m for _, m in points],
+                linestyle="--",
+                linewidth=1,
+                color=line.lines[0].get_color(),
+                label=f"{method_name(method)} (paper)",
+            )
+    ax.set_xscale("log")
+    ax.set_xticks(ratios, [f"{r:g}" for r in ratios])
+    ax.minorticks_off()
+    ax.set_xlabel("bias-conflicting samples in training (%)")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, ncol=2)
+    return fig
+
+
+def plot_ratio_curves(
+    records: pd.DataFrame,
+    opts: ReportOptions,
+    out_dir: Path,
+    paper: PaperNumbers | None = None,
+) -> list[Path]:
+    """Write one PNG and one PDF per (dataset, protocol, preset); returns the paths."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    curves = ratio_curves(records, opts)
+    written = []
+    ylabel = f"{opts.split} {opts.metric.replace('_', ' ')} (%)"
+    for (protocol, preset, dataset), block in curves.groupby(["protocol", "preset", "dataset"]):
+        reference: dict[str, list[tuple[float, float]]] = {}
+        if paper is not None and opts.metric == "accuracy":
+            for (d, ratio, method), (mean, _) in paper.accuracy.items():
+                if d == dataset and method in set(block["method"]):
+                    reference.setdefault(method, []).append((ratio, mean))
+        title = (
+            f"{dataset_name(dataset)}: mean ± std over seeds "
+            f"(protocol {protocol}, preset {preset}, selection {opts.selection})"
+        )
+        fig = _figure(block, title, ylabel, reference)
+        stem = f"{dataset}_{protocol}_{preset}_{opts.metric}_{opts.selection}"
+        for fmt in FORMATS:
+            path = out_dir / f"{stem}.{fmt}"
+            fig.savefig(path, dpi=150)
+            written.append(path)
+    return written

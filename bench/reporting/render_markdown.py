@@ -1,0 +1,51 @@
+"""Markdown (GitHub tables): for terminals, READMEs and pull requests."""
+
+from __future__ import annotations
+
+from tabulate import tabulate
+
+from debias_bench.reporting.format import listed_notes, number, ratio_text
+from debias_bench.reporting.model import Cell, Column, Table
+
+
+def cell_text(cell: Cell) -> str:
+    if not cell.has_value:
+        return f"– ({cell.missing})" if cell.missing else "–"
+    assert cell.mean is not None
+    text = number(cell.mean, cell.digits, cell.signed)
+    if cell.bold:
+        text = f"**{text}**"
+    if cell.std is not None:
+        text += f" ± {number(cell.std, cell.digits)}"
+    if cell.ratio is not None:
+        text += f" ({ratio_text(cell)})"
+    if cell.delta is not None:
+        text += f" ({number(cell.delta, cell.digits, signed=True)})"
+    if cell.show_n:
+        text += f" (n={cell.n})"
+    if cell.flag:
+        text += " †"
+    return text
+
+
+def header(column: Column) -> str:
+    return column.label + (column.marker or "")
+
+
+def render_table(table: Table) -> str:
+    rows = [
+        [*row.labels, *(cell_text(row.cells[c.key]) for c in table.columns)] for row in table.rows
+    ]
+    headers = [*table.row_headers, *(header(c) for c in table.columns)]
+    body = tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True)
+    parts = [f"**{table.title}.** {table.caption}", body]
+    notes = listed_notes(table)
+    if notes:
+        parts.append("Not in the table:\n" + "\n".join(f"- {n}" for n in notes))
+    return "\n\n".join(parts)
+
+
+def render(tables: list[Table]) -> str:
+    if not tables:
+        return "(no runs for this table yet)\n"
+    return "\n\n".join(render_table(t) for t in tables) + "\n"
