@@ -135,14 +135,18 @@ def publish_dataset(
 ) -> None:
     """Write the manifest (parameters + checksums) and atomically move staging to target.
 
-    With ``shape`` = (num_classes, num_biases) the manifest also records every split's size,
-    image shape and class x bias counts, which ``verify_dataset`` checks."""
+    The manifest also records every split's size, image shape and class x bias counts
+    (``shape`` = (num_classes, num_biases), inferred from the labels when not given), which
+    ``verify_dataset`` checks."""
     files = sorted(p for p in staging.rglob("*") if p.is_file())
     manifest: dict[str, Any] = {
         "params": params,
         "files": {str(p.relative_to(staging)): sha256(p) for p in files},
     }
+    if shape is None:
+        shape = infer_shape(staging)
     if shape is not None:
+        manifest["shape"] = list(shape)
         manifest["splits"] = describe_dataset(staging, *shape)
     (staging / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True))
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -201,9 +205,11 @@ def verify_dataset(folder: Path, num_classes: int, num_biases: int) -> list[str]
     manifest_path = folder / "manifest.json"
     if not manifest_path.is_file():
         return problems
-    expected = json.loads(manifest_path.read_text()).get("splits")
+    manifest = json.loads(manifest_path.read_text())
+    expected = manifest.get("splits")
     if expected is None:
         return problems
+    num_classes, num_biases = manifest.get("shape", (num_classes, num_biases))
     for rel, want in expected.items():
         if not (folder / rel / "images.npy").is_file():
             continue  # already reported as missing
@@ -216,3 +222,13 @@ def verify_dataset(folder: Path, num_classes: int, num_biases: int) -> list[str]
             if got[key] != want[key]:
                 problems.append(f"{folder / rel}: {key} is {got[key]}, manifest says {want[key]}")
     return problems
+
+
+def infer_shape(folder: Path) -> tuple[int, int] | None:
+    """(num_classes, num_biases) as 1 + the largest label and bias in any split."""
+    most = [-1, -1]
+    for split in split_folders(folder):
+        attrs = np.load(split / "attrs.npy")
+        if len(attrs):
+            most = [max(most[0], int(attrs[:, 0].max())), max(most[1], int(attrs[:, 1].max()))]
+    return None if most[0] < 0 else (most[0] + 1, most[1] + 1)

@@ -1,29 +1,181 @@
-"""`bench data`: prepare datasets from their raw sources."""
+"""`bench data`: prepare, verify and describe datasets; fixtures; LfF npy import/export; a
+loading benchmark."""
 
 from __future__ import annotations
 
 import argparse
+import sys
+from pathlib import Path
+
+from tabulate import tabulate
 
 from debias_bench import paths
+from debias_bench.errors import BenchError
+from debias_bench.family import describe_dataset
 from debias_bench.registry import DATASETS
 
 from .common import data_args, floats
 
 
-def cmd_data(args: argparse.Namespace) -> int:
+def _family(name: str, args: argparse.Namespace):
     raw, root = paths.raw_root(args.raw_root), paths.data_root(args.data_root)
+    return DATASETS.get(name)(raw, root)
+
+
+def cmd_data(args: argparse.Namespace) -> int:
     for name in DATASETS.resolve(args.name):
-        family = DATASETS.get(name)(raw, root)
+        family = _family(name, args)
         folder = family.prepare(floats(args.ratios) if args.ratios else None)
         print(f"{name}: prepared in {folder}")
     return 0
 
 
+def _counts_table(folder: Path, spec) -> str:
+    rows = []
+    for rel, info in describe_dataset(folder, spec.num_classes, spec.num_biases).items():
+        counts = info["counts"]
+        aligned = sum(counts[c][c] for c in range(min(spec.num_classes, spec.num_biases)))
+        for c, row in enumerate(counts):
+            name = spec.class_names[c] if c < len(spec.class_names) else str(c)
+            rows.append([rel, name, *row, sum(row)])
+        rows.append([rel, "(all)", *["" for _ in counts[0]], f"{info['n']} ({aligned} aligned)"])
+    headers = ["split", "class", *[f"b{b}" for b in range(spec.num_biases)], "n"]
+    return tabulate(rows, headers=headers, tablefmt="simple")
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    failed = 0
+    for name in DATASETS.resolve(args.name):
+        family = _family(name, args)
+        problems = family.verify()
+        if family.is_prepared() and not args.quiet:
+            print(f"{name}: {family.folder}")
+            print(_counts_table(family.folder, family.spec))
+        if problems:
+            failed += 1
+            print(f"{name}: FAILED", file=sys.stderr)
+            for problem in problems:
+                print(f"  - {problem}", file=sys.stderr)
+        else:
+            print(f"{name}: OK (checksums, counts and image sizes match the manifest)")
+    return 1 if failed else 0
+
+
+def _size(folder: Path) -> int:
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    rows = []
+    for entry in DATASETS:
+        try:
+            family = _family(entry.name, args)
+            prepared = family.is_prepared()
+            folder = family.folder
+        except BenchError as exc:  # e.g. no source: still report the dataset
+            rows.append([entry.name, "no", "", "", exc.message.splitlines()[0]])
+            continue
+        size = f"{_size(folder) / 2**20:,.1f} MiB" if prepared else ""
+        note = family.version() if prepared else "run `bench data prepare " + entry.name + "`"
+        rows.append([entry.name, "yes" if prepared else "no", str(folder), size, note])
+    print(f"data root: {paths.data_root(args.data_root)}")
+    print(f"raw root:  {paths.raw_root(args.raw_root)}")
+    print(tabulate(rows, headers=["dataset", "prepared", "folder", "size", "version / note"]))
+    return 0
+
+
+def cmd_fixture(args: argparse.Namespace) -> int:
+    from debias_bench.datasets import bffhq
+
+    if args.name != "bffhq":
+        raise BenchError(f"no fixture generator for {args.name!r}; available: bffhq")
+    target = Path(args.out) if args.out else paths.data_root(args.data_root) / "fixtures" / "bffhq"
+    bffhq.write_fixture(target, aligned_per_class=args.per_class)
+    print(f"bffhq: synthetic fixture (published layout) written to {target}")
+    print("  it stands in for the real data in pipeline tests only; results on it mean nothing")
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from debias_bench.datasets import lff_npy
+
+    family = _family(args.name, args)
+    folder = lff_npy.export_lff(family, float(args.ratio), Path(args.out))
+    print(f"{args.name} {args.ratio}%: LfF npy layout written to {folder}")
+    return 0
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from debias_bench.datasets import lff_npy
+
+    family = _family(args.name, args)
+    folder = lff_npy.import_lff(family, Path(args.source), float(args.ratio))
+    print(f"{args.name} {args.ratio}%: imported {args.source} into {folder}")
+    return 0
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from debias_bench.datasets import loading_bench
+
+    family = _family(args.name, args)
+    loading_bench.run(family, float(args.ratio) if args.ratio else family.spec.ratios[-1], args)
+    return 0
+
+
 def add(sub: argparse._SubParsersAction) -> None:
-    data = sub.add_parser("data", help="prepare datasets")
+    data = sub.add_parser("data", help="prepare, verify and describe datasets")
     data_sub = data.add_subparsers(dest="data_command", required=True)
+
     prepare = data_sub.add_parser("prepare", help="build a dataset from its raw sources")
     prepare.add_argument("name", help="dataset name, comma list or 'all'")
     prepare.add_argument("--ratios", help="only these ratios (%%)")
     data_args(prepare)
     prepare.set_defaults(func=cmd_data)
+
+    verify = data_sub.add_parser(
+        "verify", help="check counts per split x class x bias, image sizes and checksums"
+    )
+    verify.add_argument("name", help="dataset name, comma list or 'all'")
+    verify.add_argument("--quiet", action="store_true", help="no count tables")
+    data_args(verify)
+    verify.set_defaults(func=cmd_verify)
+
+    info = data_sub.add_parser("info", help="what is prepared, where, and its size")
+    data_args(info)
+    info.set_defaults(func=cmd_info)
+
+    fixture = data_sub.add_parser(
+        "fixture", help="write a small synthetic stand-in in a published layout (bffhq)"
+    )
+    fixture.add_argument("name", choices=["bffhq"])
+    fixture.add_argument("--out", help="target folder (default <data root>/fixtures/bffhq)")
+    fixture.add_argument("--per-class", type=int, default=40, help="aligned images per class")
+    data_args(fixture)
+    fixture.set_defaults(func=cmd_fixture)
+
+    export = data_sub.add_parser("export", help="write a prepared split set in the LfF npy layout")
+    export.add_argument("name", choices=["cmnist", "cifar10c"])
+    export.add_argument("--ratio", required=True, help="bias-conflicting ratio (%%)")
+    export.add_argument("--out", required=True, help="folder to hold the LfF <Tag>/ folder")
+    data_args(export)
+    export.set_defaults(func=cmd_export)
+
+    imp = data_sub.add_parser(
+        "import", help="use data built by LfF's make_dataset.py (<Tag>/{train,valid}/*.npy)"
+    )
+    imp.add_argument("name", choices=["cmnist", "cifar10c"])
+    imp.add_argument("source", help="the LfF <Tag> folder, e.g. CorruptedCIFAR10-Type0-...")
+    imp.add_argument("--ratio", required=True, help="the ratio (%%) it was built with")
+    data_args(imp)
+    imp.set_defaults(func=cmd_import)
+
+    bench = data_sub.add_parser(
+        "bench", help="samples/s of the in-memory/memmap batch path vs per-file PIL + DataLoader"
+    )
+    bench.add_argument("name")
+    bench.add_argument("--ratio", help="ratio (%%) to load (default: the largest)")
+    bench.add_argument("--batch-size", type=int, default=64)
+    bench.add_argument("--batches", type=int, default=20, help="batches timed per path")
+    bench.add_argument("--workers", type=int, default=2, help="DataLoader workers (baseline)")
+    data_args(bench)
+    bench.set_defaults(func=cmd_bench)

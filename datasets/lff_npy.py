@@ -1,0 +1,144 @@
+"""The LfF npy layout (``alinlab/LfF/make_dataset.py``): import and export.
+
+LfF writes one folder per dataset tag::
+
+    <Tag>/train/images.npy   uint8 N x H x W x 3      <Tag>/train/attrs.npy   N x 2 [label, bias]
+    <Tag>/valid/images.npy   ...                        <Tag>/valid/attrs.npy
+    <Tag>/attr_names.pkl     ["digit", "color"] or ["object", "corruption"]
+
+Tags: ``ColoredMNIST-Skewed{r}-Severity{s}`` and
+``CorruptedCIFAR10-Type{0,1}-Skewed{r}-Severity{s}``, with r the conflicting *fraction*
+(0.005 ... 0.05) and s in 1..4 (for CIFAR, Hendrycks level s + 1). LfF's ``valid`` **is its
+unbiased test set**: there is no held-out validation split.
+
+* Export writes our ``train`` and our ``test`` (as LfF's ``valid``), so LfF/ETF-Debias code can
+  train on data built here. Our held-out ``valid`` split is not part of the LfF layout and is
+  written beside it as ``<Tag>/heldout_valid/``, which LfF's loader ignores.
+* Import reads a tag folder into ``<data root>/<name>/lff-import/<pct>/{train,valid,test}``;
+  since LfF has no validation split, ``valid`` there is a copy of LfF's ``valid`` (the test
+  set) and the manifest records ``valid_is_test: true``: model selection on it is the
+  ``best-test`` oracle, not an honest ``best-valid``. Load it with the family option
+  ``source="lff"`` (Corrupted CIFAR-10).
+"""
+
+from __future__ import annotations
+
+import pickle
+import shutil
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from debias_bench.data import Split, Splits
+from debias_bench.errors import CorruptDataError, DataNotFoundError
+from debias_bench.family import (
+    DatasetFamily,
+    load_split,
+    publish_dataset,
+    ratio_dirname,
+    save_split,
+)
+
+ATTR_NAMES = {"cmnist": ["digit", "color"], "cifar10c": ["object", "corruption"]}
+
+
+def lff_tag(family: DatasetFamily, ratio: float) -> str:
+    """LfF's folder name for this family's build at ``ratio`` %."""
+    fraction = f"{ratio / 100:g}"
+    name = family.spec.name
+    if name == "cmnist":
+        return f"ColoredMNIST-Skewed{fraction}-Severity{family.severity}"  # type: ignore[attr-defined]
+    if name == "cifar10c":
+        kind = {"type0": "Type0", "type1": "Type1"}.get(family.corruptions, "Default")  # type: ignore[attr-defined]
+        level = family.severity - 1  # type: ignore[attr-defined]  # LfF tag counts from 0
+        return f"CorruptedCIFAR10-{kind}-Skewed{fraction}-Severity{level}"
+    raise CorruptDataError(f"the LfF npy layout exists only for cmnist and cifar10c, not {name}")
+
+
+def read_lff_split(folder: Path, name: str, spec) -> Split:
+    """One LfF split, checked against the family's image size and label ranges."""
+    for file in ("images.npy", "attrs.npy"):
+        if not (folder / file).is_file():
+            raise DataNotFoundError(
+                f"LfF layout: {folder / file} is missing",
+                hint="point at the <Tag> folder that holds train/ and valid/",
+            )
+    try:
+        images = np.load(folder / "images.npy")
+        attrs = np.load(folder / "attrs.npy")
+    except (ValueError, OSError, EOFError) as exc:
+        raise CorruptDataError(f"cannot read {folder}: {exc}") from exc
+    want = (*spec.image_size, spec.channels)
+    if images.dtype != np.uint8 or images.ndim != 4 or images.shape[1:] != want:
+        raise CorruptDataError(
+            f"{folder / 'images.npy'}: expected uint8 N x {' x '.join(map(str, want))}, got "
+            f"{images.dtype} {images.shape}"
+        )
+    if attrs.ndim != 2 or attrs.shape[0] != len(images) or attrs.shape[1] < 2:
+        raise CorruptDataError(
+            f"{folder / 'attrs.npy'}: expected {len(images)} x 2, got {attrs.shape}"
+        )
+    labels, biases = attrs[:, 0].astype(np.int64), attrs[:, 1].astype(np.int64)
+    if labels.min() < 0 or labels.max() >= spec.num_classes or biases.max() >= spec.num_biases:
+        raise CorruptDataError(f"{folder / 'attrs.npy'}: labels or biases out of range")
+    return Split(torch.from_numpy(images), torch.from_numpy(labels), torch.from_numpy(biases), name)
+
+
+def write_lff_split(folder: Path, split: Split) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    images = split.images.numpy() if isinstance(split.images, torch.Tensor) else split.images
+    np.save(folder / "images.npy", np.ascontiguousarray(images, dtype=np.uint8))
+    attrs = torch.stack([split.labels, split.biases], 1).numpy().astype(np.uint8)
+    np.save(folder / "attrs.npy", attrs)
+
+
+def export_lff(family: DatasetFamily, ratio: float, out: Path) -> Path:
+    """Write ``family`` at ``ratio`` % as ``out/<Tag>/``; returns that folder."""
+    splits = family.load(ratio)
+    folder = out / lff_tag(family, ratio)
+    write_lff_split(folder / "train", splits.train)
+    write_lff_split(folder / "valid", splits.test)  # LfF's "valid" is the unbiased test set
+    write_lff_split(folder / "heldout_valid", splits.valid)
+    with open(folder / "attr_names.pkl", "wb") as handle:
+        pickle.dump(ATTR_NAMES[family.spec.name], handle)
+    return folder
+
+
+def imported_folder(family: DatasetFamily, ratio: float) -> Path:
+    return family.data_root / family.spec.name / "lff-import" / ratio_dirname(ratio)
+
+
+def import_lff(family: DatasetFamily, source: Path, ratio: float) -> Path:
+    """Copy an LfF ``<Tag>`` folder into our store for ``ratio``; returns the folder."""
+    ratio = family.check_ratio(ratio)
+    if not source.is_dir():
+        raise DataNotFoundError(f"LfF folder {source} does not exist")
+    train = read_lff_split(source / "train", "train", family.spec)
+    test = read_lff_split(source / "valid", "test", family.spec)
+    target = imported_folder(family, ratio)
+    staging = target.with_name(target.name + ".importing")
+    if staging.exists():
+        shutil.rmtree(staging)
+    save_split(staging / "train", train)
+    save_split(staging / "valid", test)
+    save_split(staging / "test", test)
+    params = {"source": str(source), "format": "lff-npy", "ratio": ratio, "valid_is_test": True}
+    publish_dataset(
+        staging, target, params, shape=(family.spec.num_classes, family.spec.num_biases)
+    )
+    return target
+
+
+def load_imported(family: DatasetFamily, ratio: float) -> Splits:
+    folder = imported_folder(family, ratio)
+    if not (folder / "manifest.json").is_file():
+        raise DataNotFoundError(
+            f"no imported LfF data for {family.spec.name} at {ratio:g}% ({folder})",
+            hint=f"run `bench data import {family.spec.name} <LfF Tag folder> --ratio {ratio:g}`",
+        )
+    return Splits(
+        train=load_split(folder / "train", "train"),
+        valid=load_split(folder / "valid", "valid"),
+        test=load_split(folder / "test", "test"),
+    )
