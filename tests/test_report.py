@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from debias_bench.errors import ConfigError
 from debias_bench.reporting import (
     ReportOptions,
     build_tables,
@@ -395,6 +396,11 @@ def test_gain_and_bold_reproduce_the_papers_brackets():
             got[row.labels] = row.cells["etf_debias"].delta
             assert row.cells["etf_debias"].bold == (row.cells["etf_debias"].delta > 0)
     assert got == pytest.approx(PAPER_BRACKETS)
+
+
+def test_compare_paper_only_for_test_accuracy():
+    with pytest.raises(ConfigError, match="publishes test accuracy"):
+        build_tables(paper_records(), "synthetic", ReportOptions(split="valid"), load_paper())
 
 
 def test_flag_when_the_difference_exceeds_the_combined_std():

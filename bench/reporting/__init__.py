@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from debias_bench.errors import ConfigError
 from debias_bench.reporting import render_csv, render_latex, render_markdown
 from debias_bench.reporting.model import Cell, Column, Row, Table
 from debias_bench.reporting.paper import PaperNumbers, load_paper
@@ -34,7 +35,12 @@ def build_tables(
     """The table models of ``table`` (one of :data:`TABLES`) from the run records."""
     opts = opts or ReportOptions()
     if table not in TABLES:
-        raise ValueError(f"table must be one of {TABLES}")
+        raise ConfigError(f"table must be one of {', '.join(TABLES)}")
+    if paper is not None and (opts.metric, opts.split) != ("accuracy", "test"):
+        raise ConfigError(
+            f"the paper publishes test accuracy; cannot compare {opts.split} {opts.metric}",
+            hint="drop --metric/--split, or drop --compare-paper",
+        )
     wanted = ("synthetic", "real", "other", "bar-classwise", "cost") if table == "all" else (table,)
     out: list[Table] = []
     for name in wanted:

@@ -178,7 +178,8 @@ def caption(
     if paper is not None:
         parts.append(
             f"Rows `paper`: {paper.short_source()}, {paper_table} ({paper.statistic}; produced "
-            f"with the `{paper.protocol}` code paths); rows `diff`: ours - paper, † where "
+            f"with the `{paper.protocol}` code paths; bold and brackets as in the paper, among "
+            "all its methods); rows `diff`: ours - paper, † where "
             "|diff| exceeds the combined std sqrt(std_ours² + std_paper²) "
             "(std_ours = 0 for a single seed)."
         )
@@ -186,31 +187,52 @@ def caption(
 
 
 # ------------------------------------------------------------------------- accuracy tables
-def _paper_rows(
-    labels: tuple[str, ...],
-    group: str,
-    ours: Row,
-    lookup: dict[str, tuple[float, float] | None],
-    opts: ReportOptions,
-    mark: bool = True,
-) -> list[Row]:
-    """The paper's row and the difference row under one of our rows (none without numbers).
+def _paper_cell(stat: tuple[float, float], digits: int) -> Cell:
+    return Cell(mean=stat[0], std=stat[1], digits=digits)
 
-    ``mark``: bold and bracket the paper's row as the paper does (rows that are table rows).
-    """
-    if not any(lookup.values()):
+
+def _paper_rows(
+    labels: tuple[str, ...], group: str, ours: Row, paper_cells: dict[str, Cell]
+) -> list[Row]:
+    """The paper's row and the difference row under one of our rows (none without numbers)."""
+    if not any(c.has_value for c in paper_cells.values()):
         return []
-    paper_cells = {
-        key: Cell(mean=ms[0], std=ms[1], digits=opts.digits) if ms else Cell(missing="")
-        for key, ms in lookup.items()
-    }
-    if mark:
-        mark_best(paper_cells, opts.ours)
-    diffs = {key: diff_cell(ours.cells[key], paper_cells[key]) for key in lookup}
+    diffs = {key: diff_cell(ours.cells[key], cell) for key, cell in paper_cells.items()}
     return [
         Row((*labels, "paper"), paper_cells, "paper", group),
         Row((*labels, "diff"), diffs, "diff", group),
     ]
+
+
+def _paper_accuracy_row(
+    paper: PaperNumbers, dataset: str, ratio: float, methods: list[str], opts: ReportOptions
+) -> dict[str, Cell]:
+    """The paper's cells of one row; bold and bracket among all the paper's methods, as printed
+    in the paper, whichever of them this table shows."""
+    full = {
+        m: _paper_cell(stat, opts.digits)
+        for (d, r, m), stat in paper.accuracy.items()
+        if d == dataset and r == ratio
+    }
+    mark_best(full, opts.ours)
+    return {m: full.get(m, Cell(missing="")) for m in methods}
+
+
+def _paper_classwise(
+    paper: PaperNumbers, dataset: str, ratio: float, keys: list[str], opts: ReportOptions
+) -> dict[str, dict[str, Cell]]:
+    """method -> column -> the paper's cell, bold per column among all the paper's methods."""
+    grid: dict[str, dict[str, Cell]] = {}
+    for key in keys:
+        full = {
+            m: _paper_cell(stat, opts.digits)
+            for (d, r, m, c), stat in paper.per_class.items()
+            if d == dataset and r == ratio and c == key
+        }
+        mark_best(full, opts.ours, gain=key == "average")
+        for m, cell in full.items():
+            grid.setdefault(m, {})[key] = cell
+    return grid
 
 
 def accuracy_tables(
@@ -253,8 +275,8 @@ def accuracy_tables(
                 row = Row((*labels, "ours") if paper else labels, cells, "ours", dataset)
                 rows.append(row)
                 if paper is not None:
-                    lookup = {m: paper.accuracy.get((dataset, float(ratio), m)) for m in methods}
-                    rows += _paper_rows(labels, dataset, row, lookup, opts)
+                    shown = _paper_accuracy_row(paper, dataset, float(ratio), methods, opts)
+                    rows += _paper_rows(labels, dataset, row, shown)
         metric = opts.metric.replace("_", " ")
         what = (
             f"{opts.split.capitalize()} {metric} (%) on "
@@ -412,17 +434,15 @@ def _classwise_rows(
     }
     for key in keys:  # bold per column; the bracket only on the average, as in the paper
         mark_best({m: grid[m][key] for m in methods}, opts.ours, gain=key == "average")
+    paper_grid = _paper_classwise(paper, dataset, ratio, keys, opts) if paper else {}
     rows: list[Row] = []
     for m in methods:
         label = method_name(m) + (f" ({bias_marker(m)})" if bias_marker(m) else "")
         row = Row((label, "ours") if paper else (label,), grid[m], "ours", m)
         rows.append(row)
         if paper is not None:
-            lookup = {key: paper.per_class.get((dataset, ratio, m, key)) for key in keys}
-            rows += _paper_rows((label,), m, row, lookup, opts, mark=False)
-    for key in keys if paper is not None else []:
-        paper_cells = {r.group: r.cells[key] for r in rows if r.kind == "paper"}
-        mark_best(paper_cells, opts.ours, gain=key == "average")
+            shown = {key: paper_grid.get(m, {}).get(key, Cell(missing="")) for key in keys}
+            rows += _paper_rows((label,), m, row, shown)
     return rows, max_n
 
 

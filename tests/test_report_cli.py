@@ -1,0 +1,113 @@
+"""`bench report` end to end on a run store: formats, files, plots, and a real LaTeX engine."""
+
+from __future__ import annotations
+
+import io
+import shutil
+import subprocess
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from test_report import fixed_store, paper_records
+
+from debias_bench.cli import main
+from debias_bench.reporting import ReportOptions, build_tables, load_paper, render
+
+ENGINES = ("pdflatex", "tectonic")
+
+
+def bench_report(capsys, *args: str) -> str:
+    assert main(["report", *args]) == 0
+    return capsys.readouterr().out
+
+
+def test_default_is_markdown_of_all_tables(tmp_path, capsys):
+    out = bench_report(capsys, "--out", str(fixed_store(tmp_path / "runs")))
+    assert "| cmnist" in out and "ETF-Debias" in out and "Vanilla" in out and "±" in out
+    assert "Class-wise accuracy on BAR" in out and "Training cost per run" in out
+    assert "cmnist_lff_r1_s2: failed (RuntimeError: out of memory)" in out
+
+
+def test_table_format_selection_and_ours(tmp_path, capsys):
+    store = str(fixed_store(tmp_path / "runs"))
+    last = bench_report(capsys, "--out", store, "--table", "synthetic")
+    best = bench_report(capsys, "--out", store, "--table", "synthetic", "--selection", "best_test")
+    assert "**82.17** ± 2.02 (+11.55)" in last  # ours: 80, 82.5, 84
+    assert "**84.17** ± 2.02 (+11.55)" in best  # best_test is +2 on every run of the fixture
+    assert "selection `best_test`" in best and "Class-wise" not in best
+    plain = bench_report(capsys, "--out", store, "--table", "synthetic", "--ours", "none")
+    assert "(+11.55)" not in plain and "**82.17** ± 2.02 |" in plain
+
+
+def test_csv_is_one_line_per_cell(tmp_path, capsys):
+    store = str(fixed_store(tmp_path / "runs"))
+    text = bench_report(capsys, "--out", store, "--table", "synthetic", "--format", "csv")
+    frame = pd.read_csv(io.StringIO(text))
+    assert len(frame) == 2 * 3  # 2 ratios x 3 methods
+    ours = frame[(frame["column"] == "etf_debias") & (frame["ratio %"] == 1.0)].iloc[0]
+    assert ours["mean"] == pytest.approx(82.1666667) and ours["bold"] and ours["n"] == 3
+    assert ours["protocol"] == "official" and ours["selection"] == "last"
+    skipped = frame[(frame["column"] == "lff") & (frame["ratio %"] == 0.5)].iloc[0]
+    assert skipped["missing"] == "skipped" and pd.isna(skipped["mean"])
+
+
+def test_output_file_and_plots(tmp_path, capsys):
+    store = str(fixed_store(tmp_path / "runs"))
+    target, plots = tmp_path / "tables" / "all.tex", tmp_path / "plots"
+    main(["report", "--out", store, "--format", "latex", "-o", str(target), "--plot", str(plots)])
+    err = capsys.readouterr().err
+    assert f"wrote {target}" in err
+    text = target.read_text()
+    assert text.startswith(r"\documentclass") and text.count(r"\begin{table}") == 5
+    names = sorted(p.name for p in plots.iterdir())
+    assert names == sorted(
+        f"{d}_official_paper_accuracy_last.{ext}" for d in ("bar", "cmnist", "toy")
+        for ext in ("png", "pdf")
+    )  # fmt: skip
+    assert (plots / "cmnist_official_paper_accuracy_last.png").read_bytes()[:4] == b"\x89PNG"
+    assert (plots / "cmnist_official_paper_accuracy_last.pdf").read_bytes()[:4] == b"%PDF"
+
+
+def test_fragment_has_no_document(tmp_path, capsys):
+    store = str(fixed_store(tmp_path / "runs"))
+    text = bench_report(capsys, "--out", store, "--format", "latex", "--fragment")
+    assert r"\documentclass" not in text and r"\begin{tabular}" in text
+
+
+def _engine() -> list[str] | None:
+    for name in ENGINES:
+        path = shutil.which(name)
+        if path:
+            return (
+                [path, "-interaction=nonstopmode", "-halt-on-error"]
+                if name == "pdflatex"
+                else [path]
+            )
+    return None
+
+
+def compile_latex(text: str, where: Path) -> None:
+    engine = _engine()
+    if engine is None:
+        pytest.skip(
+            "no LaTeX engine on PATH (pdflatex or tectonic); on Debian: apt-get install "
+            "texlive-latex-base texlive-latex-recommended"
+        )
+    source = where / "tables.tex"
+    source.write_text(text)
+    proc = subprocess.run(
+        [*engine, source.name], cwd=where, capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert (where / "tables.pdf").stat().st_size > 1000
+
+
+def test_latex_compiles(tmp_path, capsys):
+    """The golden store's tables and the paper's full layout (8 methods, paper rows)."""
+    store = str(fixed_store(tmp_path / "runs"))
+    text = bench_report(capsys, "--out", store, "--format", "latex", "--compare-paper")
+    paper = build_tables(paper_records(), "all", ReportOptions(compare_paper=True), load_paper())
+    full = render(paper, "latex")
+    body = full[full.index(r"\begin{table}") : full.index(r"\end{document}")]
+    compile_latex(text.replace(r"\end{document}", body + r"\end{document}"), tmp_path)
