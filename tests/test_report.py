@@ -173,7 +173,7 @@ def test_golden_rendering(records, fmt, suffix):
 
 
 def test_golden_compare_paper(records):
-    out = build_tables(records, "synthetic", ReportOptions(compare_paper=True), load_paper())
+    out = build_tables(records, "synthetic", ReportOptions(), load_paper())
     check_golden("report_compare.md", render(out, "markdown"))
 
 
@@ -350,7 +350,7 @@ def paper_records() -> pd.DataFrame:
 
 def test_compare_paper_on_the_papers_own_numbers_gives_zero_differences():
     paper = load_paper()
-    out = build_tables(paper_records(), "all", ReportOptions(compare_paper=True), paper)
+    out = build_tables(paper_records(), "all", ReportOptions(), paper)
     names = [t.name for t in out]
     assert names == ["synthetic", "real", "bar-classwise", "bar-classwise", "cost"]
     n_diffs, nonzero = 0, {}
@@ -398,6 +398,12 @@ def test_gain_and_bold_reproduce_the_papers_brackets():
     assert got == pytest.approx(PAPER_BRACKETS)
 
 
+def test_unknown_paper_is_a_clear_error():
+    with pytest.raises(ConfigError, match="no reference numbers named 'nope'") as info:
+        load_paper("nope")
+    assert "etf_debias_cvpr2024" in str(info.value.hint)
+
+
 def test_compare_paper_only_for_test_accuracy():
     with pytest.raises(ConfigError, match="publishes test accuracy"):
         build_tables(paper_records(), "synthetic", ReportOptions(split="valid"), load_paper())
@@ -408,11 +414,11 @@ def test_flag_when_the_difference_exceeds_the_combined_std():
     shift = (records.dataset == "cmnist") & (records.ratio == 5.0) & (records.method == "vanilla")
     records.loc[shift, "accuracy"] += 0.05  # paper std 0.04: |0.05| < sqrt(2) * 0.04 ... no
     paper = load_paper()
-    (table, *_) = build_tables(records, "synthetic", ReportOptions(compare_paper=True), paper)
+    (table, *_) = build_tables(records, "synthetic", ReportOptions(), paper)
     diff = cells_of(table, "diff")[("cmnist", "5.0", "diff", "vanilla")]
     assert diff.mean == pytest.approx(0.05) and not diff.flag  # 0.05 < sqrt(0.04² + 0.04²)
     records.loc[shift, "accuracy"] += 0.01  # 0.06 > 0.0566
-    (table, *_) = build_tables(records, "synthetic", ReportOptions(compare_paper=True), paper)
+    (table, *_) = build_tables(records, "synthetic", ReportOptions(), paper)
     diff = cells_of(table, "diff")[("cmnist", "5.0", "diff", "vanilla")]
     assert diff.mean == pytest.approx(0.06) and diff.flag
 

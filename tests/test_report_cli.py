@@ -107,7 +107,7 @@ def test_latex_compiles(tmp_path, capsys):
     """The golden store's tables and the paper's full layout (8 methods, paper rows)."""
     store = str(fixed_store(tmp_path / "runs"))
     text = bench_report(capsys, "--out", store, "--format", "latex", "--compare-paper")
-    paper = build_tables(paper_records(), "all", ReportOptions(compare_paper=True), load_paper())
+    paper = build_tables(paper_records(), "all", ReportOptions(), load_paper())
     full = render(paper, "latex")
     body = full[full.index(r"\begin{table}") : full.index(r"\end{document}")]
     compile_latex(text.replace(r"\end{document}", body + r"\end{document}"), tmp_path)

@@ -32,7 +32,6 @@ def options(args: argparse.Namespace) -> ReportOptions:
         metric=args.metric,
         split=args.split,
         ours=ours,
-        compare_paper=args.compare_paper,
     )
 
 

@@ -13,6 +13,8 @@ from typing import Any
 
 import yaml
 
+from debias_bench.errors import ConfigError
+
 DEFAULT_PAPER = "etf_debias_cvpr2024"
 #: the repository copy, used when the package data is not installed (an editable checkout)
 _REPO_REFERENCE = Path(__file__).resolve().parents[2] / "results" / "reference"
@@ -34,12 +36,25 @@ class PaperNumbers:
         return self.source.split(" (")[0]
 
 
-def _reference_text(name: str) -> str:
-    filename = f"{name}.yaml"
+def _reference_dir() -> Any:
     try:
-        return resources.files("debias_bench.reference").joinpath(filename).read_text()
-    except (ModuleNotFoundError, FileNotFoundError):
-        return (_REPO_REFERENCE / filename).read_text()
+        return resources.files("debias_bench.reference")
+    except ModuleNotFoundError:
+        return _REPO_REFERENCE
+
+
+def available_papers() -> list[str]:
+    return sorted(p.name[:-5] for p in _reference_dir().iterdir() if p.name.endswith(".yaml"))
+
+
+def _reference_text(name: str) -> str:
+    path = _reference_dir().joinpath(f"{name}.yaml")
+    if not path.is_file():
+        raise ConfigError(
+            f"no reference numbers named {name!r}",
+            hint=f"available: {', '.join(available_papers()) or 'none'}",
+        )
+    return path.read_text()
 
 
 def parse_paper(data: dict[str, Any]) -> PaperNumbers:

@@ -54,7 +54,6 @@ class ReportOptions:
     metric: str = "accuracy"
     split: str = "test"
     ours: str | None = "etf_debias"
-    compare_paper: bool = False
     digits: int = 2
 
 
