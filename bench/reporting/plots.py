@@ -77,8 +77,8 @@ def plot_ratio_curves(
                 if d == dataset and method in set(block["method"]):
                     reference.setdefault(method, []).append((ratio, mean))
         title = (
-            f"{dataset_name(dataset)}: mean ± std over seeds "
-            f"(protocol {protocol}, preset {preset}, selection {opts.selection})"
+            f"{dataset_name(dataset)}: mean ± std over seeds\n"
+            f"protocol {protocol}, preset {preset}, selection {opts.selection}"
         )
         fig = _figure(block, title, ylabel, reference)
         stem = f"{dataset}_{protocol}_{preset}_{opts.metric}_{opts.selection}"
