@@ -28,6 +28,9 @@ Departures
       code takes the mean of an empty tensor, gets NaN and stops with an error).
     * The committee draws its batches from a stream of its own (a different seed from the main
       stream); the official code shares its loader's random state with the main loop.
+    * A member trains ``min(committee_steps, total steps of the run)`` steps: the cap only
+      binds for runs shorter than the committee (the smoke preset's 20 steps), where a full
+      committee would cost more than the run it prepares.
     * Validation for the committee's checkpoint uses the harness's held-out valid split (for
       Colored MNIST an unbiased split of MNIST training images; the official PNG release has
       its own valid folder).
@@ -65,7 +68,8 @@ class LfFBE(LfF):
         hp = self.hp
         return CommitteeConfig(
             members=int(hp["committee_members"]),
-            steps=int(hp["committee_steps"]),
+            # never longer than the main run: only binds for plumbing runs (smoke preset)
+            steps=min(int(hp["committee_steps"]), self.env.total_steps),
             valid_every=int(hp["committee_valid_every"]),
             threshold=float(hp["committee_threshold"]),
             agreement=int(hp["committee_agreement"]),

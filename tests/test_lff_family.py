@@ -416,3 +416,12 @@ def test_yaml_defaults_match_the_official_recipes(method, dataset, expected):
         layered = resolve_hparams(method, dataset, protocol="official")
     for key, value in expected.items():
         assert layered[key] == value, (method, dataset, key)
+
+
+def test_lff_be_committee_never_trains_longer_than_the_run():
+    spec = DATASETS.get("toy").spec
+    hp = resolve_hparams("lff_be", "toy", protocol="clean")
+    short = LfFBE(spec, hp, TrainEnv(CPU, 64, 4, 20, 0))
+    assert short.committee_config().steps == 20
+    long = LfFBE(spec, hp, TrainEnv(CPU, 64, 4, 50_000, 0))
+    assert long.committee_config().steps == 1000 and long.committee_config().valid_every == 500
