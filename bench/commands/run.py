@@ -1,9 +1,17 @@
-"""`bench run`: train a grid of runs, skipping the ones already done."""
+"""`bench run`: train a grid of runs, skipping the ones already done.
+
+Where the runs execute is the launcher's business (``--launcher inline|local|slurm``, see
+``debias_bench.launchers``); this module parses the command line, expands the grid, writes the
+sweep's manifest (for ``bench status``), and prints the summary.
+"""
 
 from __future__ import annotations
 
 import argparse
+import hashlib
+import os
 import signal
+import socket
 import sys
 import time
 from pathlib import Path
@@ -13,11 +21,17 @@ from tabulate import tabulate
 from tqdm import tqdm
 
 from debias_bench import paths
-from debias_bench.config import PRESETS, PROTOCOLS, parse_overrides
-from debias_bench.engine import DataPlace, Interrupted, Progress, resolve_device
+from debias_bench.config import PRESETS, PROTOCOLS, RunConfig, parse_overrides
+from debias_bench.engine import DataPlace, Progress, resolve_device
+from debias_bench.errors import ConfigError
+from debias_bench.launchers import Launcher, schedule
+from debias_bench.launchers.inline import InlineLauncher
+from debias_bench.launchers.local import LocalLauncher
+from debias_bench.launchers.plugins import import_plugins
+from debias_bench.launchers.slots import Slot, plan_slots, visible_gpus
 from debias_bench.registry import DATASETS, METHODS
 from debias_bench.store import RunStore
-from debias_bench.sweep import Grid, Outcome, expand, run_one
+from debias_bench.sweep import MAX_ATTEMPTS, Grid, Outcome, expand
 
 from .common import data_args, floats, fmt, ints
 
@@ -102,7 +116,122 @@ def summary(outcomes: list[Outcome]) -> str:
     return tabulate(rows, headers=headers, tablefmt="github")
 
 
+def _labels(configs: list[RunConfig]) -> dict[str, str]:
+    n = len(configs)
+    return {
+        c.run_id: f"[{i}/{n}] {c.dataset} {c.method} r{c.ratio:g} s{c.seed}"
+        for i, c in enumerate(configs, 1)
+    }
+
+
+def _write_manifest(store: RunStore, configs: list[RunConfig], launcher: str) -> Any:
+    """Record the sweep's planned runs (and later their job ids) for `bench status`."""
+    digest = hashlib.sha256("".join(sorted(c.run_id for c in configs)).encode()).hexdigest()
+    name = f"{time.strftime('%Y%m%d-%H%M%S')}-{digest[:8]}"
+    manifest = {
+        "id": name,
+        "created": time.time(),
+        "launcher": launcher,
+        "argv": sys.argv,
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "runs": {
+            c.run_id: {"method": c.method, "dataset": c.dataset, "ratio": c.ratio, "seed": c.seed}
+            for c in configs
+        },
+    }
+    store.write_sweep(name, manifest)
+
+    def jobs_submitted(jobs: dict[str, str]) -> None:
+        for run_id, job_id in jobs.items():
+            manifest["runs"][run_id]["job_id"] = job_id
+        store.write_sweep(name, manifest)
+
+    return jobs_submitted
+
+
+def _timeout(text: str | None) -> float | None:
+    """``90`` (seconds), ``30m``, ``2h``."""
+    if not text:
+        return None
+    scale = {"s": 1, "m": 60, "h": 3600}.get(text[-1].lower())
+    try:
+        return float(text[:-1]) * scale if scale else float(text)
+    except ValueError:
+        raise ConfigError(f"bad --timeout {text!r}", hint="seconds, or e.g. 30m, 2h") from None
+
+
+def _launcher(
+    args: argparse.Namespace,
+    store: RunStore,
+    place: DataPlace,
+    stop: dict[str, Any],
+    on_submitted: Any,
+) -> Launcher:
+    if args.launcher == "inline":
+        if args.timeout:
+            raise ConfigError("--timeout needs --launcher local or slurm (a run in a process)")
+        return InlineLauncher(
+            store,
+            place,
+            resolve_device(args.device),
+            progress=lambda task: CliProgress(task.label),
+            should_stop=lambda: stop["signal"] is not None,
+            max_attempts=args.max_attempts,
+        )
+    if args.launcher == "local":
+        return LocalLauncher(
+            store,
+            place,
+            local_slots(args),
+            max_attempts=args.max_attempts,
+            timeout_s=_timeout(args.timeout),
+            grace_s=args.grace,
+        )
+    from debias_bench.launchers.slurm import SlurmLauncher, load_resources, slurm_available
+
+    why = slurm_available()
+    if why:
+        raise ConfigError(f"--launcher slurm: {why}", hint="scripts/slurm_local_cluster.sh")
+    flags = {
+        "partition": args.partition,
+        "time": args.time,
+        "gpus": args.gpus_per_run,
+        "cpus": args.cpus_per_run,
+        "mem": args.mem_per_run,
+    }
+    return SlurmLauncher(
+        store,
+        place,
+        load_resources(args.resources, {k: v for k, v in flags.items() if v is not None}),
+        array_parallelism=args.array_parallelism,
+        max_attempts=args.max_attempts,
+        timeout_s=_timeout(args.timeout),
+        on_submitted=on_submitted,
+    )
+
+
+def local_slots(args: argparse.Namespace) -> list[Slot]:
+    """The local launcher's slots for ``--device``, ``--workers`` and ``--jobs-per-gpu``."""
+    import torch
+
+    device = args.device
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    gpus: list[str] = []
+    if device.startswith("cuda"):
+        resolve_device(device)  # a clear error when no GPU is visible
+        gpus = visible_gpus(os.environ.get("CUDA_VISIBLE_DEVICES"), torch.cuda.device_count())
+        if ":" in device:
+            index = int(device.split(":", 1)[1])
+            if index >= len(gpus):
+                raise ConfigError(f"--device {device}: only {len(gpus)} GPU(s) visible")
+            gpus = [gpus[index]]
+    return plan_slots(args.workers, gpus, args.jobs_per_gpu)
+
+
 def cmd_run(args: argparse.Namespace) -> int:
+    import_plugins()
     grid = Grid(
         methods=METHODS.resolve(args.methods),
         datasets=DATASETS.resolve(args.datasets),
@@ -124,45 +253,44 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(f"{done}  {c.run_id}")
         return 0
     place = DataPlace(paths.raw_root(args.raw_root), paths.data_root(args.data_root))
-    device = resolve_device(args.device)
-    stop = {"signal": None}
+    stop: dict[str, Any] = {"signal": None}
 
     def on_signal(signum: int, _frame: Any) -> None:
+        if stop["signal"] is not None and args.launcher == "local":
+            launcher.close()  # a second signal: kill the workers now
         stop["signal"] = signum  # checkpoint at the next step, then exit (SLURM preemption)
 
-    for sig in (signal.SIGTERM, signal.SIGUSR1):
+    signals = [signal.SIGTERM, signal.SIGUSR1]
+    if args.launcher != "inline":  # inline: Ctrl-C interrupts the run directly
+        signals.append(signal.SIGINT)
+    for sig in signals:
         signal.signal(sig, on_signal)
+    launcher = _launcher(args, store, place, stop, _write_manifest(store, configs, args.launcher))
     todo = sum(not store.run(c.run_id).is_done() for c in configs)
+    where = {
+        "inline": f"in this process on {args.device}",
+        "local": f"on {launcher.parallelism()} local worker(s)",
+        "slurm": "on SLURM",
+    }[args.launcher]
     print(
         f"{len(configs)} runs ({len(configs) - todo} already done) -> {store.root} "
-        f"on {device}, preset {args.preset}, protocol {args.protocol}",
+        f"{where}, preset {args.preset}, protocol {args.protocol}",
         file=sys.stderr,
     )
-    outcomes: list[Outcome] = []
     overall = time.perf_counter()
-    for i, config in enumerate(configs, 1):
-        c = config
-        label = f"[{i}/{len(configs)}] {c.dataset} {c.method} r{c.ratio:g} s{c.seed}"
-        if not store.run(config.run_id).is_done():
-            print(label, file=sys.stderr, flush=True)
-        try:
-            outcome = run_one(
-                config,
-                store,
-                place,
-                device,
-                CliProgress(label),
-                args.retry_failed,
-                should_stop=lambda step: stop["signal"] is not None,
-            )
-        except Interrupted as exc:
-            print(f"interrupted: {exc}", file=sys.stderr)
-            return 128 + (stop["signal"] or signal.SIGTERM)
-        outcomes.append(outcome)
-        if outcome.state == "failed" and outcome.ran:
-            print(f"    FAILED: {outcome.note}", file=sys.stderr)
-            if args.fail_fast:
-                break
+    sweep = schedule(
+        launcher,
+        configs,
+        store,
+        labels=_labels(configs),
+        retry_failed=args.retry_failed,
+        max_attempts=args.max_attempts,
+        fail_fast=args.fail_fast,
+        should_stop=lambda: (
+            stop["signal"] is not None or (args.no_wait and bool(getattr(launcher, "jobs", None)))
+        ),
+    )
+    outcomes = sweep.outcomes
     print(summary(outcomes))
     failed = sum(o.state == "failed" for o in outcomes)
     print(
@@ -172,7 +300,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     )
     if failed:
         print(f"see the errors with `bench status --out {store.root} --failed`", file=sys.stderr)
-    return 1 if failed else 0
+    if sweep.stopped and sweep.stopped.startswith("detached"):
+        print(sweep.stopped.removeprefix("detached: "), file=sys.stderr)
+        return 0 if stop["signal"] is None else 128 + stop["signal"]
+    if stop["signal"] is not None:
+        print("interrupted: rerun the same command to resume", file=sys.stderr)
+        return 128 + stop["signal"]
+    return 1 if failed or sweep.stopped == "fail-fast" else 0
 
 
 def add(sub: argparse._SubParsersAction) -> None:
@@ -198,8 +332,58 @@ def add(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--out", default=str(paths.DEFAULT_OUT), help="run store directory")
     run.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
     run.add_argument("--data-seed", type=int, default=0, help="seed of the dataset build")
-    run.add_argument("--retry-failed", action="store_true", help="rerun runs that failed")
-    run.add_argument("--fail-fast", action="store_true", help="stop at the first failure")
     run.add_argument("--dry-run", action="store_true", help="list the runs and exit")
     data_args(run)
+
+    fail = run.add_argument_group("failures")
+    fail.add_argument("--retry-failed", action="store_true", help="rerun runs that failed")
+    fail.add_argument(
+        "--max-attempts",
+        type=int,
+        default=MAX_ATTEMPTS,
+        help="give a run up after this many attempts (default %(default)s)",
+    )
+    fail.add_argument("--fail-fast", action="store_true", help="stop at the first failure")
+    fail.add_argument(
+        "--timeout", help="stop a run after this long (seconds, or 30m, 2h); local and slurm"
+    )
+    fail.add_argument(
+        "--grace",
+        type=float,
+        default=30.0,
+        help="seconds a stopped run gets to checkpoint before SIGKILL (default %(default)s)",
+    )
+
+    where = run.add_argument_group("where runs execute")
+    where.add_argument(
+        "--launcher",
+        default="inline",
+        choices=["inline", "local", "slurm"],
+        help="inline: in this process, one after another; local: worker processes; "
+        "slurm: SLURM jobs through submitit",
+    )
+    where.add_argument(
+        "--workers",
+        type=int,
+        help="local: worker processes (default: every GPU slot, or 1 on CPU)",
+    )
+    where.add_argument(
+        "--jobs-per-gpu", type=int, default=1, help="local: runs sharing one GPU (default 1)"
+    )
+
+    slurm = run.add_argument_group("slurm (defaults for every run; per dataset: --resources)")
+    slurm.add_argument("--partition")
+    slurm.add_argument("--time", help="time limit per run: minutes or [D-]HH:MM:SS (default 60)")
+    slurm.add_argument("--gpus-per-run", type=int)
+    slurm.add_argument("--cpus-per-run", type=int)
+    slurm.add_argument("--mem-per-run", help="e.g. 16G")
+    slurm.add_argument(
+        "--resources", help="YAML with default: and datasets: {name: {time, gpus, ...}}"
+    )
+    slurm.add_argument(
+        "--array-parallelism", type=int, default=64, help="runs of one array at once"
+    )
+    slurm.add_argument(
+        "--no-wait", action="store_true", help="submit and return (follow with bench status)"
+    )
     run.set_defaults(func=cmd_run)

@@ -1,0 +1,16 @@
+"""Where the runs of a sweep execute.
+
+* ``inline`` (default): one after another inside the ``bench`` process;
+* ``local``: a pool of worker processes on this machine, one run per process, on CPU slots or
+  GPU slots that honour ``CUDA_VISIBLE_DEVICES`` (several runs per GPU with
+  ``--jobs-per-gpu``);
+* ``slurm``: one SLURM job per run (job arrays, through submitit), each a worker process.
+
+They share one loop (:mod:`.scheduler`) that decides, retries, stops on the first failure
+when asked, and prints the live summary; and one worker (:mod:`.worker`) that runs a single
+run in its own process. ``submitit`` is imported only by the ``slurm`` launcher.
+"""
+
+from .scheduler import Ended, Launcher, LiveSummary, Sweep, Task, schedule
+
+__all__ = ["Ended", "Launcher", "LiveSummary", "Sweep", "Task", "schedule"]

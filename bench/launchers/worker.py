@@ -1,0 +1,299 @@
+"""One run in its own process: the worker (``python -m debias_bench.launchers.worker``) and
+the parent's handle on it (:class:`WorkerProcess`).
+
+The worker reads a :class:`WorkerJob` as JSON on stdin, imports the plugin modules that
+registered the run's method and dataset, and calls :func:`~debias_bench.sweep.run_one`, which
+takes the run's lock and records its state. SIGTERM, SIGINT, SIGUSR1 and SIGUSR2 (and the
+death of its parent) make it checkpoint at the next step and exit with ``128 + signal``; the
+run is then ``interrupted`` and resumes from its checkpoint when started again.
+
+The parent sends stdout and stderr to ``stdout.log`` / ``stderr.log`` in the run directory,
+enforces the timeout (SIGTERM, then SIGKILL after a grace period) and, once the worker has
+exited, records the exit code and the tail of stderr with :func:`record_exit`, including for a
+worker that could not record anything itself (killed by a signal, crashed, timed out).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+#: exit codes of the worker besides 0 (done or skipped) and 128 + signal (interrupted)
+EXIT_FAILED = 1  # the run failed; run_one recorded the error
+EXIT_NOT_RUN = 3  # not started: failed before and not to be retried
+EXIT_BUSY = 75  # another live process owns the run (EX_TEMPFAIL)
+
+
+@dataclass
+class WorkerJob:
+    """Everything a worker needs to run one run (JSON on its stdin)."""
+
+    config: dict[str, Any]  # RunConfig.to_json()
+    out: str
+    raw_root: str
+    data_root: str
+    device: str = "cpu"  # as the worker sees it: "cuda" is its one visible GPU
+    retry_failed: bool = False
+    max_attempts: int = 3
+    plugins: list[str] = field(default_factory=list)
+    sys_path: list[str] = field(default_factory=list)
+    status_fields: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), default=str)
+
+    @property
+    def run_id(self) -> str:
+        from debias_bench.config import RunConfig
+
+        return RunConfig.from_json(self.config).run_id
+
+
+# ------------------------------------------------------------------------------ worker side
+class _Log:
+    """Progress for a log file: a line when the run starts and at most every 30 s."""
+
+    def __init__(self, every_s: float = 30.0) -> None:
+        self.every_s, self.last, self.total = every_s, 0.0, 0
+
+    def start(self, run_id: str, total_steps: int, start_step: int) -> None:
+        self.total = total_steps
+        print(f"{run_id}: step {start_step}/{total_steps}", file=sys.stderr, flush=True)
+
+    def advance(self, step: int) -> None: ...
+
+    def evaluated(self, record: dict[str, Any]) -> None:
+        if time.time() - self.last > self.every_s or record["step"] == self.total:
+            self.last = time.time()
+            acc = record["test"]["accuracy"]
+            print(f"  step {record['step']}/{self.total}: test {acc:.1f}", file=sys.stderr)
+
+    def close(self) -> None: ...
+
+
+def _watch_parent(stop: dict[str, int | None]) -> None:
+    """Ask the run to stop when the parent dies (where PR_SET_PDEATHSIG is not available)."""
+    parent = os.getppid()
+    while stop["signal"] is None:
+        if os.getppid() != parent:
+            stop["signal"] = signal.SIGHUP
+            return
+        time.sleep(1.0)
+
+
+def main() -> int:
+    job = WorkerJob(**json.load(sys.stdin))
+    from debias_bench.launchers.plugins import import_plugins
+
+    import_plugins(job.plugins, job.sys_path)
+    import torch
+
+    from debias_bench.config import RunConfig
+    from debias_bench.engine import DataPlace, Interrupted
+    from debias_bench.store import RunStore
+    from debias_bench.sweep import run_one, worker_identity
+
+    threads = int(os.environ.get("BENCH_THREADS") or 0)
+    if threads:
+        torch.set_num_threads(threads)
+    stop: dict[str, int | None] = {"signal": None}
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        stop["signal"] = signum
+
+    # SIGUSR2: SLURM's warning before the time limit (submitit's --signal)
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGUSR2):
+        signal.signal(sig, on_signal)
+    threading.Thread(target=_watch_parent, args=(stop,), daemon=True).start()
+
+    config = RunConfig.from_json(job.config)
+    print(f"worker {os.getpid()} on {socket.gethostname()}: {config.run_id}", file=sys.stderr)
+    try:
+        outcome = run_one(
+            config,
+            RunStore(Path(job.out)),
+            DataPlace(Path(job.raw_root), Path(job.data_root)),
+            torch.device(job.device),
+            _Log(),
+            retry_failed=job.retry_failed,
+            should_stop=lambda step: stop["signal"] is not None,
+            max_attempts=job.max_attempts,
+            status_fields={**job.status_fields, **worker_identity()},
+        )
+    except Interrupted as exc:
+        print(f"interrupted: {exc}", file=sys.stderr)
+        return 128 + int(stop["signal"] or signal.SIGTERM)
+    if outcome.state == "failed" and outcome.ran:  # the traceback, for the stderr tail
+        print(outcome.run_dir.status().get("traceback_tail", ""), file=sys.stderr, end="")
+    print(f"{config.run_id}: {outcome.state} {outcome.note}".rstrip(), file=sys.stderr)
+    if outcome.state == "running":
+        return EXIT_BUSY
+    if outcome.state == "failed":
+        return EXIT_FAILED if outcome.ran else EXIT_NOT_RUN
+    return 0
+
+
+# ------------------------------------------------------------------------------ parent side
+_LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:  # runs in the child between fork and exec
+    if _LIBC is not None:
+        _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def signal_name(returncode: int) -> str | None:
+    if returncode >= 0:
+        return None
+    try:
+        return signal.Signals(-returncode).name
+    except ValueError:
+        return f"signal {-returncode}"
+
+
+class WorkerProcess:
+    """A running worker: spawn, poll with a timeout, stop, and record its exit."""
+
+    def __init__(
+        self,
+        job: WorkerJob,
+        env: dict[str, str],
+        timeout_s: float | None = None,
+        grace_s: float = 30.0,
+    ) -> None:
+        from debias_bench.store import RunStore
+
+        self.job, self.timeout_s, self.grace_s = job, timeout_s, grace_s
+        self.run_dir = RunStore(Path(job.out)).run(job.run_id)
+        self.run_dir.path.mkdir(parents=True, exist_ok=True)
+        self.stderr = open(self.run_dir.stderr_path, "ab")  # noqa: SIM115 (closed in finish)
+        self.stdout = open(self.run_dir.stdout_path, "ab")  # noqa: SIM115
+        self.offset = self.stderr.tell()
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+        self.stderr.write(f"==== {stamp} worker started by {socket.gethostname()}\n".encode())
+        self.stderr.flush()
+        self.started = time.monotonic()
+        self.timed_out = False
+        self._term_at: float | None = None
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "debias_bench.launchers.worker"],
+            stdin=subprocess.PIPE,
+            stdout=self.stdout,
+            stderr=self.stderr,
+            env=env,
+            preexec_fn=_die_with_parent,  # a run dies with its launcher
+        )
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(job.to_json().encode())
+        self.proc.stdin.close()
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+    def poll(self) -> int | None:
+        """The exit code once it has exited; enforces the timeout on the way."""
+        code = self.proc.poll()
+        if code is not None:
+            return code
+        if self.timeout_s and self.elapsed() > self.timeout_s and self._term_at is None:
+            self.timed_out = True
+            self.terminate()
+        if self._term_at is not None and time.monotonic() - self._term_at > self.grace_s:
+            self.proc.kill()
+        return None
+
+    def terminate(self) -> None:
+        """Ask it to checkpoint and exit (SIGKILL follows after ``grace_s``)."""
+        if self._term_at is None and self.proc.poll() is None:
+            self._term_at = time.monotonic()
+            self.proc.terminate()
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+
+    def wait(self) -> int:
+        while (code := self.poll()) is None:
+            time.sleep(0.1)
+        return code
+
+    def finish(self) -> str:
+        """Record the exit (after it has exited); returns the run's state."""
+        code = self.proc.wait()
+        self.stdout.close()
+        self.stderr.close()
+        return record_exit(
+            self.run_dir,
+            self.job.config,
+            code,
+            self.run_dir.log_tail(self.offset),
+            pid=self.proc.pid,
+            timeout_s=self.timeout_s if self.timed_out else None,
+        )
+
+
+def record_exit(
+    run_dir: Any,
+    config_json: dict[str, Any],
+    returncode: int,
+    stderr_tail: str,
+    pid: int | None = None,
+    timeout_s: float | None = None,
+) -> str:
+    """Record a finished worker's exit code and stderr tail in ``status.json``, and the failure
+    of a worker that could not record it (killed, crashed, timed out, or never started the run).
+    Returns the run's state.
+
+    Called by the process that started the worker (whose pid is ``pid``), after it exited; it
+    takes the run's lock, so it never writes over a run that another live process owns."""
+    if returncode == EXIT_BUSY:
+        return "running"
+    with run_dir.claim() as owned:
+        if not owned:
+            return run_dir.effective_state()
+        if run_dir.is_done():
+            return "done"
+        status = run_dir.status()
+        state = status.get("state", "pending")
+        if returncode == EXIT_NOT_RUN or (state == "skipped" and returncode == 0):
+            return state
+        fields: dict[str, Any] = {
+            "exit_code": returncode,
+            "signal": signal_name(returncode),
+            "stderr_tail": stderr_tail,
+            "ended": time.time(),
+        }
+        how = signal_name(returncode) or f"code {returncode}"
+        started = pid is None or status.get("pid") == pid
+        if timeout_s is not None:
+            stopped = "killed" if returncode == -signal.SIGKILL else "stopped"
+            state, fields["error"] = "failed", f"timed out after {timeout_s:g} s ({stopped})"
+        elif not started and returncode != 0:
+            last = (stderr_tail.strip().splitlines() or [""])[-1]
+            state = "failed"
+            fields["error"] = f"worker exited ({how}) before the run started: {last}"
+        elif state == "running":  # it died without recording an outcome
+            state, fields["error"] = "failed", f"worker died ({how}) during the run"
+        if not run_dir.config_path.is_file():
+            run_dir.write_config({**config_json, "run_id": run_dir.run_id})
+        run_dir.set_status(state, **fields)
+        return state
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,310 @@
+"""The local launcher end to end: a matrix of scripted runs that succeed, fail, hang past the
+timeout, die by a signal or fail once; retries and attempt caps; ``kill -9`` of a sweep and
+its resumption; ``bench status`` from another process.
+
+The runs are real (Vanilla on a tiny in-memory dataset, "scripted"); what each one does is
+scripted by its ratio through the training images it reads (see :class:`ScriptedImages`).
+Worker processes import this module to find the dataset (``BENCH_PLUGINS`` for the CLI).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import make_toy_split
+
+from debias_bench.data import DatasetSpec, Split, Splits
+from debias_bench.family import DatasetFamily
+from debias_bench.registry import DATASETS
+from debias_bench.store import RunStore
+
+TESTS = Path(__file__).resolve().parent
+#: ratio -> what the run does at its 5th training batch (slow: sleeps before every batch)
+BEHAVIOURS = {1.0: "ok", 2.0: "fail", 3.0: "hang", 4.0: "sigkill", 5.0: "flaky", 6.0: "slow"}
+TRIGGER_BATCH = 5
+
+
+class ScriptedImages:
+    """Training images that misbehave on cue (the engine reads them through ``take``)."""
+
+    def __init__(self, images: np.ndarray, behaviour: str, marker: Path) -> None:
+        self.images, self.behaviour, self.marker = images, behaviour, marker
+        self.reads = 0
+
+    def __len__(self) -> int:
+        return len(self.images)
+
+    def __getitem__(self, rows):
+        self.reads += 1
+        if self.behaviour == "slow":
+            time.sleep(float(os.environ.get("SCRIPTED_DELAY_S", "0.05")))
+        elif self.reads == TRIGGER_BATCH:
+            self._misbehave()
+        return self.images[rows]
+
+    def _misbehave(self) -> None:
+        if self.behaviour == "fail":
+            raise RuntimeError("scripted failure")
+        if self.behaviour == "hang":
+            while True:  # ignores SIGTERM: only SIGKILL ends it
+                time.sleep(1)
+        if self.behaviour == "sigkill":
+            os.kill(os.getpid(), signal.SIGKILL)
+        if self.behaviour == "flaky" and not self.marker.exists():
+            self.marker.parent.mkdir(parents=True, exist_ok=True)
+            self.marker.touch()
+            raise RuntimeError("scripted failure, first attempt only")
+
+
+class ScriptedFamily(DatasetFamily):
+    spec = DatasetSpec(
+        name="scripted",
+        num_classes=4,
+        num_biases=4,
+        ratios=tuple(BEHAVIOURS),
+        image_size=(8, 8),
+        channels=3,
+        backbone="mlp",
+        test_kind="unbiased",
+    )
+
+    def prepare(self, ratios=None) -> Path:
+        return self.data_root
+
+    def load(self, ratio: float) -> Splits:
+        ratio = self.check_ratio(ratio)
+        train = make_toy_split(256, 0.05, 1, "train")
+        marker = self.data_root / f"flaky-{ratio:g}"
+        images = ScriptedImages(train.images.numpy(), BEHAVIOURS[ratio], marker)
+        return Splits(
+            train=Split(images, train.labels, train.biases, name="train"),
+            valid=make_toy_split(64, 0.75, 2, "valid"),
+            test=make_toy_split(64, 0.75, 3, "test"),
+        )
+
+
+if "scripted" not in DATASETS:
+    DATASETS.register("scripted", display_name="Scripted", citation="test fixture")(ScriptedFamily)
+
+
+# ------------------------------------------------------------------------------ helpers
+def bench_env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    return {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]),
+        "BENCH_PLUGINS": "test_launch_local",
+        "BENCH_RAW_ROOT": str(tmp_path / "raw"),
+        "BENCH_DATA_ROOT": str(tmp_path / "data"),
+        "OMP_NUM_THREADS": "1",
+        **extra,
+    }
+
+
+def bench_args(out: Path, ratios: str, seeds: str = "0", steps: int = 40) -> list[str]:
+    return [
+        "--methods",
+        "vanilla",
+        "--datasets",
+        "scripted",
+        "--ratios",
+        ratios,
+        "--seeds",
+        seeds,
+        "--protocol",
+        "clean",
+        "--set",
+        f"steps={steps}",
+        "--set",
+        "eval_every=10",
+        "--set",
+        "batch_size=32",
+        "--out",
+        str(out),
+        "--device",
+        "cpu",
+    ]
+
+
+def bench(*args: str, env: dict[str, str], timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "debias_bench.cli", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+    )
+
+
+def statuses(out: Path) -> dict[float, dict]:
+    """ratio -> status.json of each run (seed 0) in the store."""
+    found = {}
+    for run_dir in RunStore(out).runs():
+        config = run_dir.config()
+        if config["seed"] == 0:
+            found[config["ratio"]] = run_dir.status()
+    return found
+
+
+# ------------------------------------------------------------------------------ tests
+def test_fake_run_matrix_states_and_retries(tmp_path):
+    out = tmp_path / "runs"
+    env = bench_env(tmp_path)
+    local = ["--launcher", "local", "--workers", "2", "--timeout", "40", "--grace", "1"]
+    first = bench("run", *bench_args(out, "1,2,3,4,5"), *local, env=env)
+    assert first.returncode == 1, first.stderr
+    assert "5 ran, 4 failed" in first.stderr
+    assert "[sweep]" in first.stderr and "ETA" in first.stderr  # the live summary
+    st = statuses(out)
+    assert st[1.0]["state"] == "done" and st[1.0]["exit_code"] == 0
+    assert st[1.0]["threads"] == max(1, len(os.sched_getaffinity(0)) // 2)
+    assert st[2.0]["state"] == "failed" and st[2.0]["exit_code"] == 1
+    assert "scripted failure" in st[2.0]["error"]
+    assert "RuntimeError: scripted failure" in st[2.0]["stderr_tail"]
+    assert st[3.0]["state"] == "failed" and st[3.0]["error"] == "timed out after 40 s (killed)"
+    assert st[3.0]["exit_code"] == -signal.SIGKILL
+    assert st[4.0]["state"] == "failed" and st[4.0]["signal"] == "SIGKILL"
+    assert st[4.0]["error"] == "worker died (SIGKILL) during the run"
+    assert st[5.0]["state"] == "failed"
+    assert all(s["attempt"] == 1 for s in st.values())
+
+    # Nothing reruns without --retry-failed; `bench status --failed` explains each failure.
+    again = bench("run", *bench_args(out, "1,2,4,5"), *local, env=env)
+    assert again.returncode == 1 and "0 ran, 3 failed" in again.stderr
+    status = bench("status", "--out", str(out), "--failed", env=env)
+    assert status.returncode == 0, status.stderr
+    assert "timed out after 40 s" in status.stdout and "SIGKILL" in status.stdout
+    assert "RuntimeError: scripted failure" in status.stdout
+    assert "1 done" in status.stdout and "4 failed" in status.stdout
+
+    # --retry-failed: retried up to --max-attempts, also inside the same sweep.
+    retry = bench(
+        "run", *bench_args(out, "2,4,5"), *local, "--retry-failed", "--max-attempts", "3", env=env
+    )
+    assert retry.returncode == 1, retry.stderr
+    st = statuses(out)
+    assert st[5.0]["state"] == "done" and st[5.0]["attempt"] == 2  # flaky: second try works
+    assert st[2.0]["state"] == "failed" and st[2.0]["attempt"] == 3
+    assert st[4.0]["state"] == "failed" and st[4.0]["attempt"] == 3
+    assert retry.stderr.count("retrying") == 2  # attempts 2 -> 3 of the two failing runs
+    capped = bench(
+        "run", *bench_args(out, "2"), *local, "--retry-failed", "--max-attempts", "3", env=env
+    )
+    assert "0 ran, 1 failed" in capped.stderr and "gave up after 3 attempts" in capped.stdout
+
+
+def _wait_for(predicate, timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.1)
+
+
+@pytest.mark.parametrize("kill", ["sweep", "process-group"])
+def test_kill_9_then_resume(tmp_path, kill):
+    """kill -9 the sweep (alone: its worker checkpoints and stops; with its whole process
+    group: the worker dies too), run the command again: the finished run is not redone, the
+    interrupted one resumes from its checkpoint, and no metric record is duplicated."""
+    out = tmp_path / "runs"
+    env = bench_env(tmp_path, SCRIPTED_DELAY_S="0.05")
+    args = [*bench_args(out, "6", seeds="0,1", steps=60), "--launcher", "local", "--workers", "1"]
+    sweep = subprocess.Popen(
+        [sys.executable, "-m", "debias_bench.cli", "run", *args],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    store = RunStore(out)
+
+    def runs_by_seed() -> dict[int, object]:
+        return {d.config()["seed"]: d for d in store.runs()}
+
+    def second_run_midway() -> bool:
+        runs = runs_by_seed()
+        return (
+            0 in runs
+            and runs[0].is_done()
+            and 1 in runs
+            and len(runs[1].metrics()) >= 2
+            and not runs[1].is_done()
+        )
+
+    try:
+        _wait_for(second_run_midway, 240, "the first run done and the second one midway")
+    finally:
+        if kill == "sweep":
+            os.kill(sweep.pid, signal.SIGKILL)
+        else:
+            os.killpg(sweep.pid, signal.SIGKILL)
+        sweep.wait()
+    runs = runs_by_seed()
+    first_result = runs[0].result_path.stat().st_mtime_ns
+    expected_state = "interrupted" if kill == "sweep" else "dead"
+    _wait_for(lambda: runs[1].effective_state() == expected_state, 30, expected_state)
+    stopped_at = runs[1].metrics()[-1]["step"]
+
+    again = bench("run", *args, env=env)
+    assert again.returncode == 0, again.stderr
+    assert "1 ran, 0 failed" in again.stderr
+    assert runs[0].result_path.stat().st_mtime_ns == first_result  # not redone
+    status = runs[1].status()
+    assert status["state"] == "done"
+    assert status["resumed_from"] >= stopped_at > 0  # from its checkpoint, not from scratch
+    assert status["attempt"] == (1 if kill == "sweep" else 2)
+    assert [r["step"] for r in runs[1].metrics()] == [10, 20, 30, 40, 50, 60]
+    assert runs[1].result()["steps"] == 60
+
+
+def test_status_lists_pending_runs_of_a_sweep_and_running_ones(tmp_path):
+    """`bench status` from another shell while a sweep works: planned runs that have not
+    started are pending, the live one is running, never dead."""
+    out = tmp_path / "runs"
+    env = bench_env(tmp_path, SCRIPTED_DELAY_S="0.1")
+    args = [*bench_args(out, "6", seeds="0,1,2", steps=60), "--launcher", "local"]
+    sweep = subprocess.Popen(
+        [sys.executable, "-m", "debias_bench.cli", "run", *args],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        store = RunStore(out)
+        _wait_for(lambda: any(d.metrics() for d in store.runs()), 240, "a running run")
+        status = bench("status", "--out", str(out), env=env)
+        assert status.returncode == 0, status.stderr
+        assert "1 running" in status.stdout and "2 pending" in status.stdout, status.stdout
+        assert "dead" not in status.stdout
+        assert "ETA" in status.stdout
+        running = next(d for d in store.runs() if d.metrics())
+        assert running.effective_state() == "running" and running.lock_held() is True
+    finally:
+        sweep.send_signal(signal.SIGTERM)  # stop: the worker checkpoints, nothing is lost
+        sweep.wait(timeout=120)
+    assert sweep.returncode == 128 + signal.SIGTERM
+    states = {d.effective_state() for d in RunStore(out).runs()}
+    assert "running" not in states and "dead" not in states
+
+
+def test_run_status_json_is_never_torn(tmp_path):
+    """A reader polling status.json while the heartbeat thread and the run write it."""
+    from debias_bench.store import Heartbeat
+
+    run_dir = RunStore(tmp_path).run("r")
+    run_dir.write_config({})
+    run_dir.set_status("running")
+    with Heartbeat(run_dir, every_s=0.001):
+        for step in range(300):
+            run_dir.heartbeat(step=step)
+            assert run_dir.status()["state"] == "running"
+    run_dir.set_status("done")
+    time.sleep(0.01)
+    assert json.loads(run_dir.status_path.read_text())["state"] == "done"  # not beaten back
