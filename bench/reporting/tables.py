@@ -160,7 +160,8 @@ def caption(
 ) -> str:
     parts = [
         f"{what} Protocol `{protocol}`, preset `{preset}`, model selection `{opts.selection}`.",
-        f"Cells: {STATISTIC}; n = {max_n} seeds unless a cell shows its own n.",
+        f"Cells: {STATISTIC}; n = {max_n} seed{'' if max_n == 1 else 's'} unless a cell shows "
+        "its own n.",
         "Best per row in bold.",
     ]
     if gain and opts.ours:
