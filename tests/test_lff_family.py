@@ -425,3 +425,27 @@ def test_lff_be_committee_never_trains_longer_than_the_run():
     assert short.committee_config().steps == 20
     long = LfFBE(spec, hp, TrainEnv(CPU, 64, 4, 50_000, 0))
     assert long.committee_config().steps == 1000 and long.committee_config().valid_every == 500
+
+
+@pytest.mark.parametrize(("cls", "name"), [(LfF, "lff"), (LfFBE, "lff_be"), (DisEnt, "disent")])
+def test_training_ignores_bias_labels(cls, name):
+    """Same seed, batches that differ only in their bias labels: identical models."""
+    runs = []
+    for flip in (False, True):
+        method, spec = _toy_method(cls, name, curr_step=1)
+        if isinstance(method, LfFBE):
+            method.pseudo_aligned.set(torch.arange(64) % 2 == 0)
+        torch.manual_seed(1)
+        for step in range(4):
+            batch = toy_batch(spec, n=8, seed=step)
+            if flip:
+                batch = batch._replace(b=(batch.b + 1) % spec.num_biases)
+            method.update(batch)
+        runs.append(
+            {
+                f"{i}.{k}": v.tolist()
+                for i, m in enumerate(method.modules())
+                for k, v in m.state_dict().items()
+            }
+        )
+    assert_close_nested(runs[0], runs[1])
