@@ -449,3 +449,14 @@ def test_shipped_reference_matches_the_source_yaml():
     assert len(paper.per_class) == sum(len(v) for v in per_class.values())
     for (d, r, m, c), value in paper.per_class.items():
         assert per_class[(d, r, m)][c] == value
+
+
+def test_a_torn_result_is_listed_not_fatal(tmp_path):
+    root = tmp_path / "runs"
+    write_run(root, "vanilla", "cmnist", 1.0, 0, 40.0)
+    write_run(root, "vanilla", "cmnist", 1.0, 1, 42.0)
+    (root / "cmnist_vanilla_r1_s1" / "result.json").write_text('{"selections": ')
+    (table,) = build_tables(load_records(RunStore(root)), "synthetic")
+    cell = cells_of(table)[("cmnist", "1.0", "vanilla")]
+    assert (cell.mean, cell.n, cell.expected_n) == (40.0, 1, 2)
+    assert any("cmnist_vanilla_r1_s1: failed" in n and "not valid JSON" in n for n in table.notes)
