@@ -187,6 +187,10 @@ class ColoredMNIST(DatasetFamily):
 
     def load(self, ratio: float) -> Splits:
         ratio = self.check_ratio(ratio)
+        if self.options.get("source") == "lff":  # built by LfF's make_dataset.py, imported
+            from .lff_npy import load_imported
+
+            return load_imported(self, ratio)
         self.prepare([ratio])
         return Splits(
             train=load_split(self.folder / ratio_dirname(ratio) / "train", "train"),

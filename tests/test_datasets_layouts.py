@@ -212,3 +212,63 @@ def test_loading_benchmark_runs_on_a_fixture(bffhq_raw, tmp_path, capsys):
     assert main([*args, "--batch-size", "4", "--batches", "2", "--workers", "0"]) == 0
     out = capsys.readouterr().out
     assert "samples/s" in out and "speed-up" in out
+
+
+# ------------------------------------------------------------------ LfF npy layout
+def _lff_folder(root: Path, n: int = 50, size: int = 28) -> Path:
+    rng = np.random.default_rng(0)
+    tag = root / "ColoredMNIST-Skewed0.01-Severity4"
+    for split in ("train", "valid"):
+        (tag / split).mkdir(parents=True)
+        np.save(tag / split / "images.npy", rng.integers(0, 255, (n, size, size, 3), np.uint8))
+        labels = np.arange(n) % 10
+        np.save(tag / split / "attrs.npy", np.stack([labels, labels], 1).astype(np.uint8))
+    return tag
+
+
+def test_cmnist_lff_import_and_export(tmp_path, capsys):
+    from debias_bench.datasets import lff_npy
+    from debias_bench.datasets.cmnist import ColoredMNIST
+
+    tag = _lff_folder(tmp_path / "lff")
+    data = tmp_path / "data"
+    args = ["data", "import", "cmnist", str(tag), "--ratio", "1", "--data-root", str(data)]
+    assert main(args) == 0
+    family = ColoredMNIST(tmp_path / "raw", data, source="lff")
+    splits = family.load(1.0)
+    assert len(splits.train) == 50 and splits.train.images.shape[1:] == (28, 28, 3)
+    assert torch_equal(splits.test.images, np.load(tag / "valid" / "images.npy"))
+    out = lff_npy.export_lff(family, 1.0, tmp_path / "out")
+    assert out.name == tag.name
+    np.testing.assert_array_equal(
+        np.load(out / "train" / "images.npy"), np.load(tag / "train" / "images.npy")
+    )
+    np.testing.assert_array_equal(
+        np.load(out / "train" / "attrs.npy"), np.load(tag / "train" / "attrs.npy")
+    )
+
+
+def test_lff_import_rejects_wrong_shapes(tmp_path):
+    tag = _lff_folder(tmp_path / "lff", size=32)
+    with pytest.raises(CorruptDataError, match=r"expected uint8 N x 28 x 28 x 3"):
+        main_raises(
+            ["data", "import", "cmnist", str(tag), "--ratio", "1", "--data-root", str(tmp_path)]
+        )
+    (tag / "train" / "attrs.npy").unlink()
+    with pytest.raises(DataNotFoundError, match=r"attrs\.npy is missing"):
+        from debias_bench.datasets.cmnist import ColoredMNIST
+        from debias_bench.datasets.lff_npy import read_lff_split
+
+        read_lff_split(tag / "train", "train", ColoredMNIST.spec)
+
+
+def torch_equal(a, b) -> bool:
+    return bool(np.array_equal(np.asarray(a), np.asarray(b)))
+
+
+def main_raises(argv: list[str]) -> None:
+    """Run a `bench data` command function directly, so its BenchError reaches the test."""
+    from debias_bench.cli import build_parser
+
+    args = build_parser().parse_args(argv)
+    args.func(args)
