@@ -9,6 +9,7 @@ every epoch as the official loaders do. Errors name the file that could not be r
 from __future__ import annotations
 
 import io
+import shutil
 import tarfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -87,7 +88,10 @@ def extract_tar(tar_path: Path, target: Path) -> Path:
     staging.mkdir(parents=True, exist_ok=True)
     try:
         with tarfile.open(tar_path) as tar:
-            tar.extractall(staging, filter="data")
+            try:
+                tar.extractall(staging, filter="data")  # refuses paths outside staging
+            except TypeError:  # Python without extraction filters
+                tar.extractall(staging)
     except (tarfile.TarError, OSError, EOFError) as exc:
         raise CorruptDataError(
             f"cannot read {tar_path}: {exc}",
@@ -95,8 +99,6 @@ def extract_tar(tar_path: Path, target: Path) -> Path:
         ) from exc
     (staging / ".extracted").write_text(str(tar_path))
     if target.exists():
-        import shutil
-
         shutil.rmtree(target)
     staging.rename(target)
     return target
