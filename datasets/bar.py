@@ -46,9 +46,15 @@ from debias_bench.errors import CorruptDataError
 from debias_bench.family import ratio_dirname
 from debias_bench.registry import register_dataset
 
-from .bffhq import CIFAR_MEAN, CIFAR_STD
-from .cached import CachedImageFamily, conflicting_counts, partition_conflicting
-from .dogs_and_cats import VALID_FRACTION, resolve_source
+from .cached import (
+    CIFAR_MEAN,
+    CIFAR_STD,
+    VALID_FRACTION,
+    CachedImageFamily,
+    conflicting_counts,
+    partition_conflicting,
+    resolve_source,
+)
 from .folder_layout import Record, image_files, read_records, require_dir, scan_class_folders
 from .images import extract_tar
 

@@ -33,7 +33,7 @@ from debias_bench.errors import DataNotFoundError
 from debias_bench.family import ratio_dirname
 from debias_bench.registry import register_dataset
 
-from .cached import CachedImageFamily
+from .cached import CIFAR_MEAN, CIFAR_STD, CachedImageFamily
 from .folder_layout import (
     read_records,
     require_dir,
@@ -41,8 +41,6 @@ from .folder_layout import (
     scan_flat_or_nested,
 )
 
-CIFAR_MEAN = (0.4914, 0.4822, 0.4465)
-CIFAR_STD = (0.2023, 0.1994, 0.2010)
 HOW_TO_GET = (
     "download bffhq.tar from the DisEnt / BiasEnsemble README (Google Drive) and unpack it so "
     "that <raw root>/bffhq/0.5pct exists; for a pipeline test without the data run "

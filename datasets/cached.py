@@ -18,7 +18,14 @@ from pathlib import Path
 from typing import Any
 
 from debias_bench.data import Splits
+from debias_bench.errors import DataNotFoundError
 from debias_bench.family import DatasetFamily, load_split, publish_dataset, ratio_dirname
+
+#: the normalisation DisEnt / BiasEnsemble / LfF use, also on the 224-px sets
+CIFAR_MEAN = (0.4914, 0.4822, 0.4465)
+CIFAR_STD = (0.2023, 0.1994, 0.2010)
+#: share of the held-out conflicting images that goes to valid (the rest: test)
+VALID_FRACTION = 0.2
 
 
 class CachedImageFamily(DatasetFamily):
@@ -117,3 +124,16 @@ def partition_conflicting(
         valid += rest[:n_valid]
         test += rest[n_valid:]
     return reserve, valid, test
+
+
+def resolve_source(family: CachedImageFamily, release: Path, layout: Path, how: str) -> Path:
+    """``source`` option: 'release' (build), 'biasensemble' (read), or 'auto' (first found)."""
+    choice = family.options.get("source", "auto")
+    options = {"release": [release], "biasensemble": [layout], "auto": [release, layout]}
+    if choice not in options:
+        raise DataNotFoundError(f"source must be one of {', '.join(options)}, got {choice!r}")
+    for path in options[choice]:
+        if path.exists():
+            return path
+    where = "\n    ".join(str(p) for p in options[choice])
+    raise DataNotFoundError(f"{family.spec.name}: raw data not found; looked at:\n    {where}", how)

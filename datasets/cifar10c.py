@@ -46,7 +46,7 @@ from debias_bench.family import (
 from debias_bench.registry import register_dataset
 
 from . import cifar10_raw
-from .bffhq import CIFAR_MEAN, CIFAR_STD
+from .cached import CIFAR_MEAN, CIFAR_STD
 from .corruptions import CORRUPTION_SETS, corrupt
 from .skew import assign_skewed, assign_uniform
 

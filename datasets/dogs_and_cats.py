@@ -33,12 +33,19 @@ from typing import Any
 import numpy as np
 
 from debias_bench.data import DatasetSpec
-from debias_bench.errors import CorruptDataError, DataNotFoundError
+from debias_bench.errors import CorruptDataError
 from debias_bench.family import ratio_dirname
 from debias_bench.registry import register_dataset
 
-from .bffhq import CIFAR_MEAN, CIFAR_STD
-from .cached import CachedImageFamily, conflicting_counts, partition_conflicting
+from .cached import (
+    CIFAR_MEAN,
+    CIFAR_STD,
+    VALID_FRACTION,
+    CachedImageFamily,
+    conflicting_counts,
+    partition_conflicting,
+    resolve_source,
+)
 from .folder_layout import (
     Record,
     find_ratio_dir,
@@ -51,20 +58,6 @@ from .images import extract_tar
 TAR = "dogs-and-cats-128.tar"
 CLASSES = ("cat", "dog")
 DARK, BRIGHT = 0, 1
-VALID_FRACTION = 0.2
-
-
-def resolve_source(family: CachedImageFamily, release: Path, layout: Path, how: str) -> Path:
-    """``source`` option: 'release' (build), 'biasensemble' (read), or 'auto' (first found)."""
-    choice = family.options.get("source", "auto")
-    options = {"release": [release], "biasensemble": [layout], "auto": [release, layout]}
-    if choice not in options:
-        raise DataNotFoundError(f"source must be one of {', '.join(options)}, got {choice!r}")
-    for path in options[choice]:
-        if path.exists():
-            return path
-    where = "\n    ".join(str(p) for p in options[choice])
-    raise DataNotFoundError(f"{family.spec.name}: raw data not found; looked at:\n    {where}", how)
 
 
 @register_dataset(
