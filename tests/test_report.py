@@ -210,12 +210,13 @@ def test_missing_reasons_running_and_failed(tmp_path):
     root = tmp_path / "runs"
     write_run(root, "vanilla", "cmnist", 2.0, 0, 50.0)
     write_run(root, "etf_debias", "cmnist", 2.0, 0, state="running")
-    write_run(root, "lff", "cmnist", 2.0, 0, state="failed", note="boom")
+    write_run(root, "lff", "cmnist", 2.0, 0, state="failed", note="boom\n  hint: a second line")
     (table,) = build_tables(load_records(RunStore(root)), "synthetic", ReportOptions())
     c = cells_of(table)
     assert c[("cmnist", "2.0", "etf_debias")].missing == "running"
     assert c[("cmnist", "2.0", "lff")].missing == "failed"
     assert "– (failed)" in render([table], "markdown")
+    assert table.notes == ["cmnist_etf_debias_r2_s0: running", "cmnist_lff_r2_s0: failed (boom)"]
     assert r"-- \dbmiss{(running)}" in render([table], "latex")
 
 

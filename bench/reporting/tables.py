@@ -99,12 +99,18 @@ def _seeds(runs: pd.DataFrame, keys: list[str]) -> dict[Any, int]:
     return {k: int(g["seed"].nunique()) for k, g in _groups(runs, keys)}
 
 
+def _first_line(text: str, limit: int = 160) -> str:
+    """An error's first line, shortened: the full text is in the run's status.json."""
+    line = text.strip().splitlines()[0]
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
 def unfinished_notes(runs: pd.DataFrame) -> list[str]:
     """A line per run that is not in the table: unfinished, failed, or skipped (and why)."""
     notes = []
     for _, run in runs[runs["state"] != "done"].sort_values("run_id").iterrows():
         note = run.get("note")
-        reason = f" ({note})" if isinstance(note, str) and note else ""
+        reason = f" ({_first_line(note)})" if isinstance(note, str) and note.strip() else ""
         notes.append(f"{run['run_id']}: {run['state']}{reason}")
     return notes
 
