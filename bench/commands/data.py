@@ -23,11 +23,22 @@ def _family(name: str, args: argparse.Namespace):
 
 
 def cmd_data(args: argparse.Namespace) -> int:
-    for name in DATASETS.resolve(args.name):
-        family = _family(name, args)
-        folder = family.prepare(floats(args.ratios) if args.ratios else None)
+    names = DATASETS.resolve(args.name)
+    failed = []
+    for name in names:
+        try:
+            family = _family(name, args)
+            folder = family.prepare(floats(args.ratios) if args.ratios else None)
+        except BenchError as exc:
+            if len(names) == 1:
+                raise
+            failed.append(name)  # several datasets: report, go on with the others
+            print(f"{name}: FAILED: {exc}", file=sys.stderr)
+            continue
         print(f"{name}: prepared in {folder}")
-    return 0
+    if failed:
+        print(f"not prepared: {', '.join(failed)}", file=sys.stderr)
+    return 1 if failed else 0
 
 
 def _counts_table(folder: Path, spec) -> str:
@@ -47,10 +58,17 @@ def cmd_verify(args: argparse.Namespace) -> int:
     failed = 0
     for name in DATASETS.resolve(args.name):
         family = _family(name, args)
-        problems = family.verify()
-        if family.is_prepared() and not args.quiet:
+        try:
+            problems = family.verify()
+            prepared = family.is_prepared()
+        except BenchError as exc:  # e.g. the source of a folder-reading family is absent
+            problems, prepared = [str(exc)], False
+        if prepared and not args.quiet:
             print(f"{name}: {family.folder}")
-            print(_counts_table(family.folder, family.spec))
+            try:
+                print(_counts_table(family.folder, family.spec))
+            except (ValueError, OSError, EOFError) as exc:
+                problems.append(f"cannot read the counts: {exc}")
         if problems:
             failed += 1
             print(f"{name}: FAILED", file=sys.stderr)
