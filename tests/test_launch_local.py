@@ -21,10 +21,12 @@ import numpy as np
 import pytest
 from conftest import make_toy_split
 
+from debias_bench.cli import main
+from debias_bench.commands.status import collect
 from debias_bench.data import DatasetSpec, Split, Splits
 from debias_bench.family import DatasetFamily
 from debias_bench.registry import DATASETS
-from debias_bench.store import RunStore
+from debias_bench.store import RunDir, RunStore
 
 TESTS = Path(__file__).resolve().parent
 #: ratio -> what the run does at its 5th training batch (slow: sleeps before every batch)
@@ -97,6 +99,7 @@ if "scripted" not in DATASETS:
 
 # ------------------------------------------------------------------------------ helpers
 def bench_env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    """Environment of a `bench` subprocess that finds this module's dataset."""
     return {
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]),
@@ -106,6 +109,22 @@ def bench_env(tmp_path: Path, **extra: str) -> dict[str, str]:
         "OMP_NUM_THREADS": "1",
         **extra,
     }
+
+
+@pytest.fixture
+def in_process(tmp_path, monkeypatch, capsys):
+    """`bench` called in this process (its workers are still subprocesses): cheaper than a
+    new interpreter per call. Returns ``(exit code, stdout, stderr)``."""
+    for key, value in bench_env(tmp_path).items():
+        if key not in ("PYTHONPATH",):
+            monkeypatch.setenv(key, value)
+
+    def call(*args: str) -> tuple[int, str, str]:
+        code = main(list(args))
+        captured = capsys.readouterr()
+        return code, captured.out, captured.err
+
+    return call
 
 
 def bench_args(out: Path, ratios: str, seeds: str = "0", steps: int = 40) -> list[str]:
@@ -133,16 +152,6 @@ def bench_args(out: Path, ratios: str, seeds: str = "0", steps: int = 40) -> lis
     ]
 
 
-def bench(*args: str, env: dict[str, str], timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "debias_bench.cli", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=timeout,
-    )
-
-
 def statuses(out: Path) -> dict[float, dict]:
     """ratio -> status.json of each run (seed 0) in the store."""
     found = {}
@@ -154,21 +163,21 @@ def statuses(out: Path) -> dict[float, dict]:
 
 
 # ------------------------------------------------------------------------------ tests
-def test_fake_run_matrix_states_and_retries(tmp_path):
+@pytest.mark.slow
+def test_fake_run_matrix_states_and_retries(tmp_path, in_process):
     out = tmp_path / "runs"
-    env = bench_env(tmp_path)
-    local = ["--launcher", "local", "--workers", "2", "--timeout", "40", "--grace", "1"]
-    first = bench("run", *bench_args(out, "1,2,3,4,5"), *local, env=env)
-    assert first.returncode == 1, first.stderr
-    assert "5 ran, 4 failed" in first.stderr
-    assert "[sweep]" in first.stderr and "ETA" in first.stderr  # the live summary
+    local = ["--launcher", "local", "--workers", "2", "--timeout", "60", "--grace", "1"]
+    code, _, err = in_process("run", *bench_args(out, "1,2,3,4,5"), *local)
+    assert code == 1, err
+    assert "5 ran, 4 failed" in err
+    assert "[sweep]" in err and "ETA" in err  # the live summary
     st = statuses(out)
     assert st[1.0]["state"] == "done" and st[1.0]["exit_code"] == 0
     assert st[1.0]["threads"] == max(1, len(os.sched_getaffinity(0)) // 2)
     assert st[2.0]["state"] == "failed" and st[2.0]["exit_code"] == 1
     assert "scripted failure" in st[2.0]["error"]
     assert "RuntimeError: scripted failure" in st[2.0]["stderr_tail"]
-    assert st[3.0]["state"] == "failed" and st[3.0]["error"] == "timed out after 40 s (killed)"
+    assert st[3.0]["state"] == "failed" and st[3.0]["error"] == "timed out after 60 s (killed)"
     assert st[3.0]["exit_code"] == -signal.SIGKILL
     assert st[4.0]["state"] == "failed" and st[4.0]["signal"] == "SIGKILL"
     assert st[4.0]["error"] == "worker died (SIGKILL) during the run"
@@ -176,28 +185,25 @@ def test_fake_run_matrix_states_and_retries(tmp_path):
     assert all(s["attempt"] == 1 for s in st.values())
 
     # Nothing reruns without --retry-failed; `bench status --failed` explains each failure.
-    again = bench("run", *bench_args(out, "1,2,4,5"), *local, env=env)
-    assert again.returncode == 1 and "0 ran, 3 failed" in again.stderr
-    status = bench("status", "--out", str(out), "--failed", env=env)
-    assert status.returncode == 0, status.stderr
-    assert "timed out after 40 s" in status.stdout and "SIGKILL" in status.stdout
-    assert "RuntimeError: scripted failure" in status.stdout
-    assert "1 done" in status.stdout and "4 failed" in status.stdout
+    code, _, err = in_process("run", *bench_args(out, "1,2,4,5"), *local)
+    assert code == 1 and "0 ran, 3 failed" in err
+    code, report, _ = in_process("status", "--out", str(out), "--failed")
+    assert code == 0
+    assert "timed out after 60 s" in report and "SIGKILL" in report
+    assert "RuntimeError: scripted failure" in report  # the stderr tail
+    assert "1 done" in report and "4 failed" in report
 
     # --retry-failed: retried up to --max-attempts, also inside the same sweep.
-    retry = bench(
-        "run", *bench_args(out, "2,4,5"), *local, "--retry-failed", "--max-attempts", "3", env=env
-    )
-    assert retry.returncode == 1, retry.stderr
+    retry = ["--retry-failed", "--max-attempts", "3"]
+    code, _, err = in_process("run", *bench_args(out, "2,4,5"), *local, *retry)
+    assert code == 1, err
     st = statuses(out)
     assert st[5.0]["state"] == "done" and st[5.0]["attempt"] == 2  # flaky: second try works
     assert st[2.0]["state"] == "failed" and st[2.0]["attempt"] == 3
     assert st[4.0]["state"] == "failed" and st[4.0]["attempt"] == 3
-    assert retry.stderr.count("retrying") == 2  # attempts 2 -> 3 of the two failing runs
-    capped = bench(
-        "run", *bench_args(out, "2"), *local, "--retry-failed", "--max-attempts", "3", env=env
-    )
-    assert "0 ran, 1 failed" in capped.stderr and "gave up after 3 attempts" in capped.stdout
+    assert err.count("retrying") == 2  # attempts 2 -> 3 of the two failing runs
+    code, table, err = in_process("run", *bench_args(out, "2"), *local, *retry)
+    assert "0 ran, 1 failed" in err and "gave up after 3 attempts" in table
 
 
 def _wait_for(predicate, timeout_s: float, what: str) -> None:
@@ -208,90 +214,67 @@ def _wait_for(predicate, timeout_s: float, what: str) -> None:
         time.sleep(0.1)
 
 
-@pytest.mark.parametrize("kill", ["sweep", "process-group"])
-def test_kill_9_then_resume(tmp_path, kill):
-    """kill -9 the sweep (alone: its worker checkpoints and stops; with its whole process
-    group: the worker dies too), run the command again: the finished run is not redone, the
-    interrupted one resumes from its checkpoint, and no metric record is duplicated."""
+@pytest.mark.slow
+@pytest.mark.parametrize("how", ["sigterm", "kill-9-sweep", "kill-9-group"])
+def test_stop_or_kill_a_sweep_then_resume(tmp_path, in_process, how):
+    """Stop a local sweep midway (SIGTERM; ``kill -9`` of the sweep alone, whose worker then
+    checkpoints and stops; ``kill -9`` of its whole process group, worker included), then run
+    the same command again: the finished run is not redone, the interrupted one resumes from
+    its checkpoint, no metric record is duplicated. Meanwhile ``bench status`` (another
+    process) tells the running run from the pending ones, and a dead one is never running."""
     out = tmp_path / "runs"
-    env = bench_env(tmp_path, SCRIPTED_DELAY_S="0.05")
-    args = [*bench_args(out, "6", seeds="0,1", steps=60), "--launcher", "local", "--workers", "1"]
+    args = [*bench_args(out, "6", seeds="0,1", steps=60), "--launcher", "local"]
     sweep = subprocess.Popen(
         [sys.executable, "-m", "debias_bench.cli", "run", *args],
-        env=env,
+        env=bench_env(tmp_path, SCRIPTED_DELAY_S="0.1"),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
-        start_new_session=True,
+        start_new_session=True,  # its own process group, for kill-9-group
     )
     store = RunStore(out)
 
-    def runs_by_seed() -> dict[int, object]:
+    def by_seed() -> dict[int, RunDir]:
         return {d.config()["seed"]: d for d in store.runs()}
 
-    def second_run_midway() -> bool:
-        runs = runs_by_seed()
-        return (
-            0 in runs
-            and runs[0].is_done()
-            and 1 in runs
-            and len(runs[1].metrics()) >= 2
-            and not runs[1].is_done()
-        )
+    def midway(seed: int) -> bool:
+        runs = by_seed()
+        return seed in runs and len(runs[seed].metrics()) >= 2 and not runs[seed].is_done()
 
     try:
-        _wait_for(second_run_midway, 240, "the first run done and the second one midway")
+        _wait_for(lambda: midway(0), 300, "the first run midway")
+        states = sorted(r["state"] for r in collect(store))
+        assert states == ["pending", "running"], states  # the second one is planned
+        _wait_for(lambda: midway(1), 300, "the first run done and the second one midway")
+        runs = by_seed()
+        states = {r["run_id"]: r["state"] for r in collect(store)}
+        assert states == {runs[0].run_id: "done", runs[1].run_id: "running"}, states
+        assert runs[1].lock_held() is True
     finally:
-        if kill == "sweep":
+        if how == "sigterm":
+            os.kill(sweep.pid, signal.SIGTERM)
+        elif how == "kill-9-sweep":
             os.kill(sweep.pid, signal.SIGKILL)
         else:
             os.killpg(sweep.pid, signal.SIGKILL)
-        sweep.wait()
-    runs = runs_by_seed()
+        sweep.wait(timeout=120)
+    expected = {"sigterm": "interrupted", "kill-9-sweep": "interrupted"}.get(how, "dead")
+    _wait_for(lambda: runs[1].effective_state() == expected, 60, expected)
+    if how == "sigterm":
+        assert sweep.returncode == 128 + signal.SIGTERM  # it waited for its worker
     first_result = runs[0].result_path.stat().st_mtime_ns
-    expected_state = "interrupted" if kill == "sweep" else "dead"
-    _wait_for(lambda: runs[1].effective_state() == expected_state, 30, expected_state)
     stopped_at = runs[1].metrics()[-1]["step"]
+    assert 0 < stopped_at < 60
 
-    again = bench("run", *args, env=env)
-    assert again.returncode == 0, again.stderr
-    assert "1 ran, 0 failed" in again.stderr
+    code, _, err = in_process("run", *args)
+    assert code == 0, err
+    assert "1 ran, 0 failed" in err
     assert runs[0].result_path.stat().st_mtime_ns == first_result  # not redone
     status = runs[1].status()
     assert status["state"] == "done"
-    assert status["resumed_from"] >= stopped_at > 0  # from its checkpoint, not from scratch
-    assert status["attempt"] == (1 if kill == "sweep" else 2)
+    assert status["resumed_from"] >= stopped_at  # from its checkpoint, not from scratch
+    assert status["attempt"] == (2 if how == "kill-9-group" else 1)  # a death is an attempt
     assert [r["step"] for r in runs[1].metrics()] == [10, 20, 30, 40, 50, 60]
     assert runs[1].result()["steps"] == 60
-
-
-def test_status_lists_pending_runs_of_a_sweep_and_running_ones(tmp_path):
-    """`bench status` from another shell while a sweep works: planned runs that have not
-    started are pending, the live one is running, never dead."""
-    out = tmp_path / "runs"
-    env = bench_env(tmp_path, SCRIPTED_DELAY_S="0.1")
-    args = [*bench_args(out, "6", seeds="0,1,2", steps=60), "--launcher", "local"]
-    sweep = subprocess.Popen(
-        [sys.executable, "-m", "debias_bench.cli", "run", *args],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        store = RunStore(out)
-        _wait_for(lambda: any(d.metrics() for d in store.runs()), 240, "a running run")
-        status = bench("status", "--out", str(out), env=env)
-        assert status.returncode == 0, status.stderr
-        assert "1 running" in status.stdout and "2 pending" in status.stdout, status.stdout
-        assert "dead" not in status.stdout
-        assert "ETA" in status.stdout
-        running = next(d for d in store.runs() if d.metrics())
-        assert running.effective_state() == "running" and running.lock_held() is True
-    finally:
-        sweep.send_signal(signal.SIGTERM)  # stop: the worker checkpoints, nothing is lost
-        sweep.wait(timeout=120)
-    assert sweep.returncode == 128 + signal.SIGTERM
-    states = {d.effective_state() for d in RunStore(out).runs()}
-    assert "running" not in states and "dead" not in states
 
 
 def test_run_status_json_is_never_torn(tmp_path):

@@ -8,12 +8,14 @@ sweep's manifest (for ``bench status``), and prints the summary.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import os
 import signal
 import socket
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -230,6 +232,17 @@ def local_slots(args: argparse.Namespace) -> list[Slot]:
     return plan_slots(args.workers, gpus, args.jobs_per_gpu)
 
 
+@contextlib.contextmanager
+def _handling(signals: list[int], handler: Any) -> Iterator[None]:
+    """Install ``handler`` for ``signals`` for the block, then restore the previous ones."""
+    previous = {sig: signal.signal(sig, handler) for sig in signals}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     import_plugins()
     grid = Grid(
@@ -254,6 +267,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 0
     place = DataPlace(paths.raw_root(args.raw_root), paths.data_root(args.data_root))
     stop: dict[str, Any] = {"signal": None}
+    launcher = _launcher(args, store, place, stop, _write_manifest(store, configs, args.launcher))
 
     def on_signal(signum: int, _frame: Any) -> None:
         if stop["signal"] is not None and args.launcher == "local":
@@ -263,9 +277,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     signals = [signal.SIGTERM, signal.SIGUSR1]
     if args.launcher != "inline":  # inline: Ctrl-C interrupts the run directly
         signals.append(signal.SIGINT)
-    for sig in signals:
-        signal.signal(sig, on_signal)
-    launcher = _launcher(args, store, place, stop, _write_manifest(store, configs, args.launcher))
     todo = sum(not store.run(c.run_id).is_done() for c in configs)
     where = {
         "inline": f"in this process on {args.device}",
@@ -278,18 +289,20 @@ def cmd_run(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     overall = time.perf_counter()
-    sweep = schedule(
-        launcher,
-        configs,
-        store,
-        labels=_labels(configs),
-        retry_failed=args.retry_failed,
-        max_attempts=args.max_attempts,
-        fail_fast=args.fail_fast,
-        should_stop=lambda: (
-            stop["signal"] is not None or (args.no_wait and bool(getattr(launcher, "jobs", None)))
-        ),
-    )
+    with _handling(signals, on_signal):
+        sweep = schedule(
+            launcher,
+            configs,
+            store,
+            labels=_labels(configs),
+            retry_failed=args.retry_failed,
+            max_attempts=args.max_attempts,
+            fail_fast=args.fail_fast,
+            should_stop=lambda: (
+                stop["signal"] is not None
+                or (args.no_wait and bool(getattr(launcher, "jobs", None)))
+            ),
+        )
     outcomes = sweep.outcomes
     print(summary(outcomes))
     failed = sum(o.state == "failed" for o in outcomes)

@@ -58,14 +58,15 @@ def _import_root(module: str) -> str | None:
 def plugins_for(configs: Iterable[RunConfig]) -> tuple[list[str], list[str]]:
     """(modules, sys.path entries) a worker needs to find every method and dataset of
     ``configs``: ``$BENCH_PLUGINS`` plus the modules outside the package that registered them."""
-    modules, paths = env_plugins(), []
+    modules = env_plugins()
     for config in configs:
         for cls in (METHODS.get(config.method), DATASETS.get(config.dataset)):
             module = cls.__module__
-            if module.startswith("debias_bench") or module in modules or module == "__main__":
-                continue
-            modules.append(module)
-            root = _import_root(module)
-            if root and root not in paths:
-                paths.append(root)
+            if not module.startswith("debias_bench") and module not in (*modules, "__main__"):
+                modules.append(module)
+    paths = []
+    for module in modules:
+        root = _import_root(module)
+        if root and root not in paths:
+            paths.append(root)
     return modules, paths

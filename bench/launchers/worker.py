@@ -284,7 +284,8 @@ def record_exit(
             stopped = "killed" if returncode == -signal.SIGKILL else "stopped"
             state, fields["error"] = "failed", f"timed out after {timeout_s:g} s ({stopped})"
         elif not started and returncode != 0:
-            last = (stderr_tail.strip().splitlines() or [""])[-1]
+            lines = stderr_tail.strip().splitlines() or [""]
+            last = next((line for line in reversed(lines) if "Error" in line), lines[-1])
             state = "failed"
             fields["error"] = f"worker exited ({how}) before the run started: {last}"
         elif state == "running":  # it died without recording an outcome
