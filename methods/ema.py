@@ -27,6 +27,7 @@ class SampleLossEMA:
         alpha: float = 0.7,
         device: torch.device | str | None = None,
     ) -> None:
+        self.labels_on_visit = isinstance(labels, int)
         if isinstance(labels, int):
             labels = torch.zeros(labels, dtype=torch.long, device=device)
         self.labels = labels.clone().to(device or labels.device)
@@ -38,6 +39,8 @@ class SampleLossEMA:
         self, index: torch.Tensor, loss: torch.Tensor, labels: torch.Tensor | None = None
     ) -> None:
         loss = loss.detach().to(self.values.dtype)
+        if labels is None and self.labels_on_visit:
+            raise ValueError("this EMA learns labels on visit: pass update(index, loss, labels)")
         if labels is not None:
             self.labels[index] = labels
         old = self.values[index]

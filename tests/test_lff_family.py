@@ -80,6 +80,12 @@ def test_ema_labels_up_front_or_on_visit_agree():
         torch.testing.assert_close(known.normalized(idx, 2), learned.normalized(idx, 2))
 
 
+def test_ema_sized_without_labels_requires_them_on_update():
+    ema = SampleLossEMA(3, 0.7)
+    with pytest.raises(ValueError, match="labels"):
+        ema.update(torch.tensor([0]), torch.tensor([1.0]))
+
+
 def test_ema_state_round_trip_includes_labels():
     ema = SampleLossEMA(3, 0.7)
     ema.update(torch.tensor([2]), torch.tensor([5.0]), torch.tensor([1]))
