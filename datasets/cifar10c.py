@@ -16,8 +16,8 @@
 * Each (image, corruption) pair is corrupted once with its own RNG, seeded by
   ``(data_seed, split, image index, corruption)``: the build is deterministic, the same aligned
   image is identical in every ratio, and parallel chunks (joblib, ``n_jobs``) do not change it.
-* ``source="lff"`` loads data built by LfF's own script instead (``bench data import``,
-  see ``lff_npy.py``).
+* ``source="imported"`` loads data built by LfF's script or shipped by DisEnt instead
+  (``bench data import``, see ``lff_npy.py``).
 * Data stay in memory as uint8 N x 32 x 32 x 3; training applies RandomCrop(32, padding=4),
   horizontal flip and the CIFAR normalisation of LfF on tensors. Default backbone: ResNet-20.
 """
@@ -160,8 +160,10 @@ class CorruptedCIFAR10(DatasetFamily):
         self.data_seed, self.valid_size = int(data_seed), int(valid_size)
         self.limit, self.n_jobs = (int(limit) if limit else None), int(n_jobs)
         self.names = CORRUPTION_SETS[corruptions]
-        if source not in ("build", "lff"):
-            raise ConfigError(f"cifar10c source must be 'build' or 'lff', got {source!r}")
+        if source not in ("build", "imported", "lff"):
+            raise ConfigError(
+                f"cifar10c source must be 'build' or 'imported' (alias 'lff'), got {source!r}"
+            )
         self.source = source
         self.spec = dataclasses.replace(type(self).spec, bias_names=self.names)
 
@@ -292,7 +294,7 @@ class CorruptedCIFAR10(DatasetFamily):
 
     def load(self, ratio: float) -> Splits:
         ratio = self.check_ratio(ratio)
-        if self.source == "lff":  # data built by LfF's make_dataset.py, imported
+        if self.source in ("imported", "lff"):  # LfF npy or DisEnt PNG data, imported
             from .lff_npy import load_imported
 
             return load_imported(self, ratio)

@@ -187,7 +187,7 @@ class ColoredMNIST(DatasetFamily):
 
     def load(self, ratio: float) -> Splits:
         ratio = self.check_ratio(ratio)
-        if self.options.get("source") == "lff":  # built by LfF's make_dataset.py, imported
+        if self.options.get("source") in ("imported", "lff"):  # LfF npy / DisEnt PNG data
             from .lff_npy import load_imported
 
             return load_imported(self, ratio)

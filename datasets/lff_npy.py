@@ -18,7 +18,10 @@ unbiased test set**: there is no held-out validation split.
   since LfF has no validation split, ``valid`` there is a copy of LfF's ``valid`` (the test
   set) and the manifest records ``valid_is_test: true``: model selection on it is the
   ``best-test`` oracle, not an honest ``best-valid``. Load it with the family option
-  ``source="lff"`` (Corrupted CIFAR-10).
+  ``source="imported"`` (or ``"lff"``), for Colored MNIST and Corrupted CIFAR-10.
+* ``import_disent`` reads the DisEnt / BiasEnsemble / SelecMix PNG layout of the same two
+  datasets (``<root>/<pct>/{align,conflict}/<label>/*``, ``<root>/<pct>/valid``,
+  ``<root>/test``; see ``folder_layout``) into the same place; its valid split is a real one.
 """
 
 from __future__ import annotations
@@ -130,12 +133,46 @@ def import_lff(family: DatasetFamily, source: Path, ratio: float) -> Path:
     return target
 
 
+def import_disent(family: DatasetFamily, root: Path, ratio: float) -> Path:
+    """Read the DisEnt PNG layout (``cmnist/`` or ``cifar10c/`` folder) for ``ratio``."""
+    from .folder_layout import (
+        find_ratio_dir,
+        read_records,
+        scan_class_folders,
+        scan_flat_or_nested,
+    )
+
+    ratio = family.check_ratio(ratio)
+    spec = family.spec
+    what = f"{spec.name} (DisEnt layout)"
+    pct = find_ratio_dir(root, ratio, what)
+    train = []
+    for part in ("align", "conflict"):
+        train += scan_class_folders(pct / part, spec.num_classes, f"{what} {pct.name}/{part}")
+    parts = {
+        "train": train,
+        "valid": scan_flat_or_nested(pct / "valid", spec.num_classes, f"{what} valid"),
+        "test": scan_flat_or_nested(root / "test", spec.num_classes, f"{what} test"),
+    }
+    target = imported_folder(family, ratio)
+    staging = target.with_name(target.name + ".importing")
+    if staging.exists():
+        shutil.rmtree(staging)
+    for name, recs in parts.items():
+        (staging / name).mkdir(parents=True)
+        read_records(recs, spec.image_size, f"{spec.name} {name}", staging / name)
+    params = {"source": str(root), "format": "disent-png", "ratio": ratio, "valid_is_test": False}
+    publish_dataset(staging, target, params, shape=(spec.num_classes, spec.num_biases))
+    return target
+
+
 def load_imported(family: DatasetFamily, ratio: float) -> Splits:
     folder = imported_folder(family, ratio)
     if not (folder / "manifest.json").is_file():
         raise DataNotFoundError(
             f"no imported LfF data for {family.spec.name} at {ratio:g}% ({folder})",
-            hint=f"run `bench data import {family.spec.name} <LfF Tag folder> --ratio {ratio:g}`",
+            hint=f"run `bench data import {family.spec.name} <LfF Tag folder or DisEnt folder> "
+            f"--ratio {ratio:g}`",
         )
     return Splits(
         train=load_split(folder / "train", "train"),

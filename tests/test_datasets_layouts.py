@@ -272,3 +272,37 @@ def main_raises(argv: list[str]) -> None:
 
     args = build_parser().parse_args(argv)
     args.func(args)
+
+
+def _disent_cifar10c(root: Path) -> Path:
+    c = Counter()
+    base = root / "cifar10c"
+    for label in range(10):
+        for _ in range(3):
+            c.write(base / "1pct" / "align" / str(label), label, label)
+        c.write(base / "1pct" / "conflict" / str(label), label, (label + 1) % 10)
+        c.write(base / "1pct" / "valid" / str(label), label, (label + 2) % 10)
+        for bias in (label, (label + 3) % 10):
+            c.write(base / "test" / str(label), label, bias)
+    return base
+
+
+def test_cifar10c_disent_png_import(tmp_path, capsys):
+    from debias_bench.datasets.cifar10c import CorruptedCIFAR10
+
+    root = _disent_cifar10c(tmp_path / "raw")
+    data = tmp_path / "data"
+    assert (
+        main(["data", "import", "cifar10c", str(root), "--ratio", "1", "--data-root", str(data)])
+        == 0
+    )
+    assert "disent layout" in capsys.readouterr().out
+    splits = CorruptedCIFAR10(tmp_path / "raw", data, source="imported").load(1.0)
+    counts = splits.train.counts(10, 10)
+    assert counts.diag().tolist() == [3] * 10 and int(counts.sum()) == 40
+    assert len(splits.valid) == 10 and len(splits.test) == 20  # test kept whole (unbiased)
+    assert splits.train.images.shape[1:] == (32, 32, 3)
+    with pytest.raises(DataNotFoundError, match=r"no folder for ratio 5%"):
+        main_raises(
+            ["data", "import", "cifar10c", str(root), "--ratio", "5", "--data-root", str(data)]
+        )

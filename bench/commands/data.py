@@ -127,8 +127,12 @@ def cmd_import(args: argparse.Namespace) -> int:
     from debias_bench.datasets import lff_npy
 
     family = _family(args.name, args)
-    folder = lff_npy.import_lff(family, Path(args.source), float(args.ratio))
-    print(f"{args.name} {args.ratio}%: imported {args.source} into {folder}")
+    source = Path(args.source)
+    fmt = args.format or ("lff" if (source / "train" / "images.npy").is_file() else "disent")
+    importer = lff_npy.import_lff if fmt == "lff" else lff_npy.import_disent
+    folder = importer(family, source, float(args.ratio))
+    print(f"{args.name} {args.ratio}%: imported {args.source} ({fmt} layout) into {folder}")
+    print(f"  train on it with the dataset option source=imported ({args.name})")
     return 0
 
 
@@ -179,10 +183,15 @@ def add(sub: argparse._SubParsersAction) -> None:
     export.set_defaults(func=cmd_export)
 
     imp = data_sub.add_parser(
-        "import", help="use data built by LfF's make_dataset.py (<Tag>/{train,valid}/*.npy)"
+        "import",
+        help="use data built by LfF's make_dataset.py (<Tag>/{train,valid}/*.npy) or a DisEnt "
+        "PNG folder (cmnist/, cifar10c/)",
     )
     imp.add_argument("name", choices=["cmnist", "cifar10c"])
-    imp.add_argument("source", help="the LfF <Tag> folder, e.g. CorruptedCIFAR10-Type0-...")
+    imp.add_argument(
+        "source", help="the LfF <Tag> folder (e.g. CorruptedCIFAR10-Type0-...) or DisEnt folder"
+    )
+    imp.add_argument("--format", choices=["lff", "disent"], help="default: detected")
     imp.add_argument("--ratio", required=True, help="the ratio (%%) it was built with")
     data_args(imp)
     imp.set_defaults(func=cmd_import)
