@@ -4,8 +4,11 @@ Hyperparameters of a run are resolved in this order, later layers winning:
 
 1. engine defaults (``ENGINE_DEFAULTS``) and the dataset's default backbone;
 2. the protocol's engine-wide switches (``PROTOCOLS``);
-3. the method's YAML: ``defaults``, then ``datasets.<dataset>``, then ``protocols.<protocol>``;
-4. the preset (``PRESETS``);
+3. the method's YAML: ``defaults``, then ``datasets.<dataset>``, then
+   ``datasets.<dataset>.ratios.<ratio>``, then ``protocols.<protocol>``;
+4. the preset (``PRESETS``), then the method's own adjustments to it: ``presets.<preset>`` and
+   ``datasets.<dataset>.presets.<preset>`` in its YAML (e.g. DisEnt's swap start, which is a
+   step count, scaled to a short run);
 5. ``--epochs``;
 6. ``--set key=value`` overrides.
 
@@ -84,7 +87,7 @@ def method_yaml(method: str) -> dict[str, Any]:
     if not path.is_file():
         return {}
     data = yaml.safe_load(path.read_text()) or {}
-    unknown = set(data) - {"defaults", "datasets", "protocols"}
+    unknown = set(data) - {"defaults", "datasets", "protocols", "presets"}
     if unknown:
         raise ConfigError(f"{path}: unknown top-level keys {sorted(unknown)}")
     return data
@@ -106,6 +109,12 @@ def parse_overrides(items: list[str] | None) -> dict[str, Any]:
     return out
 
 
+def _by_ratio(table: dict[Any, Any], ratio: float | None) -> dict[str, Any]:
+    if ratio is None:
+        return {}
+    return next((v or {} for k, v in table.items() if float(k) == float(ratio)), {})
+
+
 def resolve_hparams(
     method: str,
     dataset: str,
@@ -113,18 +122,25 @@ def resolve_hparams(
     preset: str = "paper",
     epochs: int | None = None,
     overrides: dict[str, Any] | None = None,
+    ratio: float | None = None,
 ) -> dict[str, Any]:
     spec = DATASETS.get(dataset).spec
     doc = method_yaml(method)
+    per_dataset = dict((doc.get("datasets") or {}).get(dataset) or {})
+    per_ratio = per_dataset.pop("ratios", None) or {}
+    dataset_presets = per_dataset.pop("presets", None) or {}
     hp: dict[str, Any] = {**ENGINE_DEFAULTS, "backbone": spec.backbone}
     hp.update(_check(protocol, PROTOCOLS, "protocol"))
     hp.update(doc.get("defaults") or {})
-    hp.update((doc.get("datasets") or {}).get(dataset) or {})
+    hp.update(per_dataset)
+    hp.update(_by_ratio(per_ratio, ratio))
     hp.update((doc.get("protocols") or {}).get(protocol) or {})
     preset_values = dict(_check(preset, PRESETS, "preset"))
     if "epochs" in preset_values and hp.get("steps") is not None:
         preset_values.setdefault("steps", None)  # a preset length replaces a YAML step count
     hp.update(preset_values)
+    hp.update((doc.get("presets") or {}).get(preset) or {})
+    hp.update(dataset_presets.get(preset) or {})
     if epochs is not None:
         hp.update(epochs=int(epochs), steps=None)
     for key, value in (overrides or {}).items():
@@ -180,7 +196,7 @@ def make_config(
     overrides: dict[str, Any] | None = None,
     data_options: dict[str, Any] | None = None,
 ) -> RunConfig:
-    hp = resolve_hparams(method, dataset, protocol, preset, epochs, overrides)
+    hp = resolve_hparams(method, dataset, protocol, preset, epochs, overrides, ratio)
     return RunConfig(
         method=method,
         dataset=dataset,

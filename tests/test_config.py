@@ -70,3 +70,26 @@ def test_run_id_is_a_stable_hash_of_the_resolved_config():
         overrides={"steps": 20, "eval_every": 10, "eval_limit": 500, "eval_batch_size": 256},
     )
     assert same.run_id == a.run_id
+
+
+def test_per_ratio_and_per_preset_layers(monkeypatch):
+    import debias_bench.config as config
+
+    doc = {
+        "defaults": {"lr": 1.0, "curr_step": 100},
+        "datasets": {
+            "cmnist": {
+                "lr": 2.0,
+                "ratios": {0.5: {"lr": 3.0}},
+                "presets": {"quick": {"curr_step": 7}},
+            }
+        },
+        "presets": {"smoke": {"curr_step": 1}},
+    }
+    monkeypatch.setattr(config, "method_yaml", lambda method: doc)
+    assert config.resolve_hparams("vanilla", "cmnist", ratio=0.5)["lr"] == 3.0
+    assert config.resolve_hparams("vanilla", "cmnist", ratio=1.0)["lr"] == 2.0
+    assert config.resolve_hparams("vanilla", "cmnist", preset="quick")["curr_step"] == 7
+    assert config.resolve_hparams("vanilla", "cmnist", preset="smoke")["curr_step"] == 1
+    assert config.resolve_hparams("vanilla", "cmnist", preset="paper")["curr_step"] == 100
+    assert "ratios" not in config.resolve_hparams("vanilla", "cmnist")
