@@ -124,7 +124,7 @@ class LiveSummary:
         now = time.monotonic()
         changed = text.split(";")[0] != self.last_text.split(";")[0]
         if (
-            force
+            (force and changed)
             or (changed and now - self.last_time >= self.min_gap_s)
             or (now - self.last_time >= self.every_s)
         ):
