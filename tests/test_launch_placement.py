@@ -1,0 +1,173 @@
+"""Worker placement without a GPU: slots honour CUDA_VISIBLE_DEVICES and --jobs-per-gpu, each
+worker is pinned to one device, CPU workers share the cores; and the scheduler's bookkeeping
+(retries, fail-fast, the live summary) with a fake launcher."""
+
+from __future__ import annotations
+
+import argparse
+import io
+from collections import Counter
+from typing import ClassVar
+
+import pytest
+
+from debias_bench.commands import run as run_command
+from debias_bench.config import make_config
+from debias_bench.errors import ConfigError
+from debias_bench.launchers import local as local_module
+from debias_bench.launchers.local import LocalLauncher
+from debias_bench.launchers.scheduler import Ended, Launcher, LiveSummary, schedule
+from debias_bench.launchers.slots import SlotPool, plan_slots, visible_gpus
+from debias_bench.store import RunStore
+
+
+def test_visible_gpus_follow_cuda_visible_devices():
+    assert visible_gpus("3,5", device_count=8) == ["3", "5"]
+    assert visible_gpus(None, device_count=2) == ["0", "1"]
+    assert visible_gpus("", device_count=2) == []
+    assert visible_gpus("2,-1,4", device_count=8) == ["2"]  # CUDA stops at -1
+    assert visible_gpus("GPU-1a2b,MIG-3c4d", device_count=2) == ["GPU-1a2b", "MIG-3c4d"]
+    with pytest.raises(ConfigError):
+        visible_gpus("3,3", device_count=8)
+
+
+def test_slots_on_two_gpus_with_two_jobs_each():
+    slots = plan_slots(None, ["3", "5"], jobs_per_gpu=2, cores=16)
+    assert [s.gpu for s in slots] == ["3", "5", "3", "5"]
+    assert {s.threads for s in slots} == {4}  # 16 cores / 4 workers
+    env = slots[1].env({"CUDA_VISIBLE_DEVICES": "3,5", "PATH": "/bin"})
+    assert env["CUDA_VISIBLE_DEVICES"] == "5" and env["OMP_NUM_THREADS"] == "4"
+    assert slots[1].device == "cuda"  # the worker sees its one GPU as cuda:0
+    assert [s.gpu for s in plan_slots(2, ["3", "5"], jobs_per_gpu=2, cores=16)] == ["3", "5"]
+    with pytest.raises(ConfigError, match="jobs-per-gpu"):
+        plan_slots(5, ["3", "5"], jobs_per_gpu=2)
+
+
+def test_cpu_workers_share_the_cores():
+    slots = plan_slots(3, [], cores=8)
+    assert [(s.gpu, s.threads, s.device) for s in slots] == [(None, 2, "cpu")] * 3
+    env = slots[0].env({"CUDA_VISIBLE_DEVICES": "0"})
+    assert env["CUDA_VISIBLE_DEVICES"] == "" and env["MKL_NUM_THREADS"] == "2"
+    assert plan_slots(None, [], cores=1)[0].threads == 1
+
+
+def test_pool_takes_the_least_busy_device():
+    pool = SlotPool(plan_slots(None, ["3", "5"], jobs_per_gpu=2, cores=4))
+    a, b = pool.acquire(), pool.acquire()
+    assert {a.gpu, b.gpu} == {"3", "5"}
+    pool.release(a)
+    c = pool.acquire()
+    assert c.gpu == a.gpu  # back to the device that had room
+    pool.acquire(), pool.acquire()
+    assert pool.acquire() is None and pool.per_device() == Counter({"3": 2, "5": 2})
+
+
+class _FakeWorker:
+    """Stands in for WorkerProcess: records its environment; ends after a few polls."""
+
+    live: ClassVar[Counter] = Counter()
+    peak: ClassVar[Counter] = Counter()
+    seen: ClassVar[list] = []
+
+    def __init__(self, job, env, timeout_s=None, grace_s=30.0):
+        self.job, self.env, self.polls = job, env, 0
+        gpu = env["CUDA_VISIBLE_DEVICES"]
+        _FakeWorker.seen.append((gpu, job.device, env["OMP_NUM_THREADS"]))
+        _FakeWorker.live[gpu] += 1
+        _FakeWorker.peak[gpu] = max(_FakeWorker.peak[gpu], _FakeWorker.live[gpu])
+        self.run_dir = RunStore(job.out).run(job.run_id)
+
+    def poll(self):
+        self.polls += 1
+        if self.polls < 3 + len(_FakeWorker.seen) % 3:  # uneven run lengths
+            return None
+        return 0
+
+    def finish(self):
+        _FakeWorker.live[self.env["CUDA_VISIBLE_DEVICES"]] -= 1
+        return "done"
+
+    def terminate(self): ...
+
+    def kill(self): ...
+
+
+def test_sweep_on_fake_gpus_3_and_5_never_exceeds_two_per_device(tmp_path, monkeypatch, toy_place):
+    monkeypatch.setattr(local_module, "WorkerProcess", _FakeWorker)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,5")
+    monkeypatch.setattr("torch.cuda.is_available", lambda: True)
+    monkeypatch.setattr("torch.cuda.device_count", lambda: 2)
+    args = argparse.Namespace(device="auto", workers=None, jobs_per_gpu=2)
+    slots = run_command.local_slots(args)
+    assert sorted(s.gpu for s in slots) == ["3", "3", "5", "5"]
+
+    store = RunStore(tmp_path / "runs")
+    configs = [make_config("vanilla", "toy", 20, seed) for seed in range(11)]
+    launcher = LocalLauncher(store, toy_place, slots)
+    launcher.poll_interval_s = 0
+    sweep = schedule(launcher, configs, store, live=LiveSummary(11, io.StringIO()))
+    assert [o.state for o in sweep.outcomes] == ["done"] * 11
+    assert {gpu for gpu, _, _ in _FakeWorker.seen} == {"3", "5"}  # those devices only
+    assert {device for _, device, _ in _FakeWorker.seen} == {"cuda"}
+    assert max(_FakeWorker.peak.values()) == 2  # never more than two per device
+    assert len(_FakeWorker.seen) == 11
+
+
+class _ScriptedLauncher(Launcher):
+    """Ends each run with a scripted sequence of states, one per start."""
+
+    def __init__(self, store, script):
+        self.store, self.script, self.started, self.now = store, script, [], []
+        self.stopped = False
+
+    def free(self):
+        return 2 - len(self.now)
+
+    def start(self, tasks):
+        self.started += [t.config.seed for t in tasks]
+        self.now += tasks
+
+    def poll(self):
+        ended = []
+        for task in self.now:
+            state = self.script[task.config.seed].pop(0)
+            run_dir = self.store.run(task.run_id)
+            run_dir.write_config(task.config.to_json())
+            attempt = run_dir.status().get("attempt", 0) + 1
+            run_dir.set_status(state, attempt=attempt, error=f"{state} {attempt}")
+            ended.append(Ended(task, state, f"{state} {attempt}"))
+        self.now = []
+        return ended
+
+    def active(self):
+        return dict.fromkeys((t.run_id for t in self.now), "running")
+
+    def stop(self):
+        self.stopped = True
+
+
+def _configs(n):
+    return [make_config("vanilla", "toy", 20, seed) for seed in range(n)]
+
+
+def test_retries_stop_at_max_attempts(tmp_path):
+    store = RunStore(tmp_path)
+    script = {0: ["done"], 1: ["failed", "done"], 2: ["failed"] * 5}
+    launcher = _ScriptedLauncher(store, script)
+    live = LiveSummary(3, io.StringIO())
+    sweep = schedule(launcher, _configs(3), store, retry_failed=True, max_attempts=3, live=live)
+    assert [o.state for o in sweep.outcomes] == ["done", "done", "failed"]
+    assert sorted(launcher.started) == [0, 1, 1, 2, 2, 2]  # seed 2: three attempts, no more
+    assert store.run(_configs(3)[2].run_id).status()["attempt"] == 3
+    assert "ETA" in live.stream.getvalue()
+
+
+def test_no_retry_without_the_flag_and_fail_fast_stops(tmp_path):
+    store = RunStore(tmp_path)
+    launcher = _ScriptedLauncher(store, {0: ["failed"], 1: ["done"], 2: ["done"], 3: ["done"]})
+    sweep = schedule(
+        launcher, _configs(4), store, fail_fast=True, live=LiveSummary(4, io.StringIO())
+    )
+    assert sweep.stopped == "fail-fast" and launcher.stopped
+    assert sorted(launcher.started) == [0, 1]  # two slots: the first two started, no more
+    assert [o.state for o in sweep.outcomes] == ["failed", "done", "pending", "pending"]
