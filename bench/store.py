@@ -7,14 +7,15 @@
     <out>/<run_id>/result.json    final result; its presence marks the run as done
     <out>/<run_id>/.lock          held (flock) by the process that owns the run while it lives
     <out>/<run_id>/stderr.log     the worker's stderr, one header line per start (launchers)
-    <out>/_sweeps/*.json          one manifest per sweep: its planned runs and their job ids
 
 Every JSON file and the checkpoint are written to a temporary file and renamed into place,
 so a reader (``bench status``, ``bench report``) never sees a half-written file.
 
 Ownership: a run's files are written only by the process that holds its lock: the worker while
-it lives, and after it has exited, the launcher that started it (to record the exit code and
-the tail of stderr of a worker that could not). The lock is what tells a live run from a dead
+it lives; before it starts, the sweep that plans it (``config.json`` and a ``pending`` status,
+so ``bench status`` counts it; the SLURM job id it was submitted as); after it has exited, the
+launcher that started it (to record the exit code and the tail of stderr of a worker that
+could not). The lock is what tells a live run from a dead
 one on the same host; across hosts (a shared file system whose locks are host-local) a run is
 dead when its heartbeat, refreshed every ``HEARTBEAT_EVERY_S`` by a thread, is stale.
 """
@@ -273,12 +274,10 @@ class Heartbeat:
 
 
 class RunStore:
-    """All runs under one output directory, and the manifests of the sweeps run into it."""
+    """All runs under one output directory."""
 
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
-
-    sweeps_dir = property(lambda self: self.root / "_sweeps")
 
     def run(self, run_id: str) -> RunDir:
         return RunDir(self.root / run_id)
@@ -287,28 +286,3 @@ class RunStore:
         if not self.root.is_dir():
             return iter(())
         return (RunDir(p) for p in sorted(self.root.iterdir()) if (p / "config.json").is_file())
-
-    def write_sweep(self, name: str, manifest: dict[str, Any]) -> Path:
-        """Write (or rewrite) a sweep's manifest; only the sweep's own process calls this."""
-        self.sweeps_dir.mkdir(parents=True, exist_ok=True)
-        path = self.sweeps_dir / f"{name}.json"
-        write_json(path, manifest)
-        return path
-
-    def sweeps(self) -> list[dict[str, Any]]:
-        """Every sweep manifest, oldest first (unreadable ones are left out)."""
-        if not self.sweeps_dir.is_dir():
-            return []
-        out = []
-        for path in self.sweeps_dir.glob("*.json"):
-            with contextlib.suppress(OSError, CorruptDataError):
-                out.append(read_json(path))
-        return sorted(out, key=lambda m: m.get("created", 0))
-
-    def planned(self) -> dict[str, dict[str, Any]]:
-        """run id -> what the newest sweep that planned it knows (labels, launcher, job id)."""
-        planned: dict[str, dict[str, Any]] = {}
-        for sweep in self.sweeps():
-            for run_id, info in sweep.get("runs", {}).items():
-                planned[run_id] = {**info, "launcher": sweep.get("launcher"), "sweep": sweep["id"]}
-        return planned

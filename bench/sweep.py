@@ -18,6 +18,7 @@ by a signal or a SLURM preemption is not a new attempt).
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import time
@@ -101,6 +102,7 @@ def _git_commit() -> str | None:
         return None
 
 
+@functools.cache
 def provenance() -> dict[str, Any]:
     return {"code_version": __version__, "git_commit": _git_commit(), "torch": torch.__version__}
 
@@ -263,6 +265,35 @@ class _Recorded(Progress):
 
     def close(self) -> None:
         self.inner.close()
+
+
+def plan(store: RunStore, configs: list[RunConfig]) -> int:
+    """Give every run of a sweep that has no directory yet its ``config.json`` and a
+    ``pending`` status, so ``bench status`` counts it from the start; returns how many."""
+    planned = 0
+    for config in configs:
+        run_dir = store.run(config.run_id)
+        if run_dir.config_path.is_file():
+            continue
+        with run_dir.claim(wait_s=0) as owned:
+            if owned and not run_dir.config_path.is_file():
+                run_dir.write_config(
+                    {**config.to_json(), "run_id": config.run_id, "provenance": provenance()}
+                )
+                run_dir.set_status("pending", planned=time.time())
+                planned += 1
+    return planned
+
+
+def record_submission(run_dir: RunDir, job_id: str) -> None:
+    """Note the cluster job a run was submitted as (``bench status`` asks the queue about it),
+    unless the job already started the run (it then records its own id)."""
+    with run_dir.claim() as owned:
+        status = run_dir.status()
+        state = status.get("state", "pending")
+        started_by_it = status.get("slurm_job_id") == job_id
+        if owned and state != "running" and not run_dir.is_done() and not started_by_it:
+            run_dir.set_status(state, submitted_job_id=job_id)
 
 
 def worker_identity() -> dict[str, Any]:

@@ -2,17 +2,15 @@
 
 Where the runs execute is the launcher's business (``--launcher inline|local|slurm``, see
 ``debias_bench.launchers``); this module parses the command line, expands the grid, writes the
-sweep's manifest (for ``bench status``), and prints the summary.
+sweep's plan into the run store (for ``bench status``), and prints the summary.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import hashlib
 import os
 import signal
-import socket
 import sys
 import time
 from collections.abc import Iterator
@@ -33,7 +31,7 @@ from debias_bench.launchers.plugins import import_plugins
 from debias_bench.launchers.slots import Slot, plan_slots, visible_gpus
 from debias_bench.registry import DATASETS, METHODS
 from debias_bench.store import RunStore
-from debias_bench.sweep import MAX_ATTEMPTS, Grid, Outcome, expand
+from debias_bench.sweep import MAX_ATTEMPTS, Grid, Outcome, expand, plan, record_submission
 
 from .common import data_args, floats, fmt, ints
 
@@ -126,30 +124,14 @@ def _labels(configs: list[RunConfig]) -> dict[str, str]:
     }
 
 
-def _write_manifest(store: RunStore, configs: list[RunConfig], launcher: str) -> Any:
-    """Record the sweep's planned runs (and later their job ids) for `bench status`."""
-    digest = hashlib.sha256("".join(sorted(c.run_id for c in configs)).encode()).hexdigest()
-    name = f"{time.strftime('%Y%m%d-%H%M%S')}-{digest[:8]}"
-    manifest = {
-        "id": name,
-        "created": time.time(),
-        "launcher": launcher,
-        "argv": sys.argv,
-        "host": socket.gethostname(),
-        "pid": os.getpid(),
-        "runs": {
-            c.run_id: {"method": c.method, "dataset": c.dataset, "ratio": c.ratio, "seed": c.seed}
-            for c in configs
-        },
-    }
-    store.write_sweep(name, manifest)
+def _record_jobs(store: RunStore) -> Any:
+    """The SLURM launcher's callback: note each run's job id in its status."""
 
-    def jobs_submitted(jobs: dict[str, str]) -> None:
+    def submitted(jobs: dict[str, str]) -> None:
         for run_id, job_id in jobs.items():
-            manifest["runs"][run_id]["job_id"] = job_id
-        store.write_sweep(name, manifest)
+            record_submission(store.run(run_id), job_id)
 
-    return jobs_submitted
+    return submitted
 
 
 def _timeout(text: str | None) -> float | None:
@@ -267,7 +249,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 0
     place = DataPlace(paths.raw_root(args.raw_root), paths.data_root(args.data_root))
     stop: dict[str, Any] = {"signal": None}
-    launcher = _launcher(args, store, place, stop, _write_manifest(store, configs, args.launcher))
+    launcher = _launcher(args, store, place, stop, _record_jobs(store))
+    plan(store, configs)  # every run of the sweep is visible to `bench status` from now on
 
     def on_signal(signum: int, _frame: Any) -> None:
         if stop["signal"] is not None and args.launcher == "local":

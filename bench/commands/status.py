@@ -1,8 +1,8 @@
 """`bench status`: the state of every run in a run store, from any shell, at any time.
 
 It only reads: each run's ``status.json`` and lock (a run whose process is gone is ``dead``,
-never ``running``), the sweep manifests (planned runs not started yet are ``pending``; the
-SLURM job of each), and, when SLURM jobs are involved, one ``squeue`` call (``queued`` jobs).
+never ``running``; a sweep records its runs as ``pending`` before it starts them) and, when
+runs were submitted to SLURM, one ``squeue`` call (``queued`` jobs).
 """
 
 from __future__ import annotations
@@ -34,17 +34,13 @@ def _queue(job_ids: set[str]) -> dict[str, str]:
 
 
 def collect(store: RunStore) -> list[dict[str, Any]]:
-    """One record per run of the store or of its sweeps' plans."""
-    planned = store.planned()
+    """One record per run of the store."""
     records = []
     for run_dir in store.runs():
         status, state = run_dir.status(), run_dir.effective_state()
         if run_dir.is_done():
             state = "done"
-        info = planned.pop(run_dir.run_id, {})
-        records.append(_record(run_dir, status, state, info))
-    for run_id, info in planned.items():  # planned, never started
-        records.append(_record(store.run(run_id), {}, "pending", info))
+        records.append(_record(run_dir, status, state))
     in_queue = _queue({r["job_id"] for r in records if r["job_id"]})
     for r in records:
         # A job SLURM still holds whose run has not (re)started yet.
@@ -54,13 +50,13 @@ def collect(store: RunStore) -> list[dict[str, Any]]:
     return records
 
 
-def _record(run_dir: RunDir, status: dict, state: str, info: dict) -> dict[str, Any]:
-    result = run_dir.result() or {} if state == "done" else {}
+def _record(run_dir: RunDir, status: dict, state: str) -> dict[str, Any]:
+    result = (run_dir.result() or {}) if state == "done" else {}
     last = result.get("selections", {}).get("last", {}).get("test", {})
-    # the newest sweep's job for a run that is not running (it may have been resubmitted)
+    # the job a run was last submitted as, unless that job is the one running it
     job_id = status.get("slurm_job_id")
     if state != "running":
-        job_id = info.get("job_id") or job_id
+        job_id = status.get("submitted_job_id") or job_id
     where = ""
     if status.get("host"):
         where = f"{status['host']}:{status.get('pid', '')}"
@@ -71,7 +67,7 @@ def _record(run_dir: RunDir, status: dict, state: str, info: dict) -> dict[str, 
         "state": state,
         "status": status,
         "attempt": status.get("attempt", 0),
-        "step": f"{status.get('step', 0)}/{status.get('total_steps', '?')}" if status else "",
+        "step": f"{status.get('step', 0)}/{status.get('total_steps', '?')}",
         "exit_code": status.get("exit_code"),
         "job_id": job_id,
         "where": where,
