@@ -25,6 +25,10 @@ Departures from the official code
       background-coloured MNIST with a 4-layer conv net): the regulariser is placed on the
       normalised penultimate features of the dataset's backbone, and ``alpha``/``beta`` are
       our choice (see ``end.yaml``: tuned on the validation split, not verified).
+
+Tuning (Colored MNIST 1 %, clean protocol, 5 epochs, seed 0; *validation* accuracy; Vanilla
+54.5): alpha/beta 1/1: 85.1; 0.3/0.3: 75.2; 3/3: 33.8; 0/1: 75.9; 1/0: 52.7; 0/0 (only the
+normalised head and wd 1e-4): 59.5. Chosen: alpha = beta = 1.
 """
 
 from __future__ import annotations

@@ -44,7 +44,9 @@ Departures from the official code
     * ``aux_backbone``: the official auxiliary encoder is a CIFAR-stem ResNet-18 on every
       dataset (``cifar_resnet18``, the YAML default). Any backbone name is accepted, so a
       CPU run on Colored MNIST can use ``aux_backbone=mlp`` (documented where used; not the
-      official configuration).
+      official configuration). Measured: one big batch of 1024 Colored MNIST images with the
+      official ResNet-18 takes about 100 s on one (shared) CPU core; with the MLP stand-in
+      a 5-epoch run costs about 3x Vanilla.
     * The auxiliary optimiser follows ``proj_optimizer``/``proj_lr`` with weight decay 1e-4
       (``proj_weight_decay``) and SGD momentum 0.9, as officially.
 """
