@@ -246,6 +246,16 @@ def test_selecmix_update_makes_one_step_per_mini_batch(base):
         assert not hasattr(method, "model_b")
 
 
+def test_selecmix_trains_the_official_auxiliary_resnet18_with_gsc():
+    method, spec = _method("selecmix", mini_batch_size=4)  # aux_backbone: cifar_resnet18
+    batch = toy_batch(spec, n=8)
+    before = [p.detach().clone() for p in method.aux.parameters()]
+    scalars = method.update(batch)
+    assert _adam_steps(method.aux_optimizer) == {2}
+    assert scalars["gsc"].item() > 0
+    assert any(not torch.equal(a, p) for a, p in zip(before, method.aux.parameters(), strict=True))
+
+
 def test_selecmix_mixes_with_the_partner_and_lam_at_most_half():
     method, spec = _method("selecmix", aux_backbone="mlp", aux_mlp_hidden=[32])
     batch = toy_batch(spec, n=32)
