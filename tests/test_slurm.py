@@ -1,11 +1,13 @@
 """``--launcher slurm`` against a real SLURM (single node: ``scripts/slurm_local_cluster.sh``).
 
 Skipped, with the reason shown, where no SLURM controller answers. In CI, ``.ci/run`` starts
-the local cluster first, so these run there.
+the local cluster first and sets ``BENCH_REQUIRE_SLURM=1``, which turns that skip into a
+failure: there these tests must run.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import time
@@ -18,6 +20,8 @@ from debias_bench.launchers.slurm import slurm_available
 from debias_bench.store import RunStore
 
 WHY_NOT = slurm_available()
+if WHY_NOT and os.environ.get("BENCH_REQUIRE_SLURM") == "1":
+    raise RuntimeError(f"BENCH_REQUIRE_SLURM=1 but SLURM is not running: {WHY_NOT}")
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(

@@ -201,7 +201,8 @@ def slurm_available() -> str | None:
     except (OSError, subprocess.SubprocessError) as exc:
         return f"scontrol ping failed: {exc}"
     if "is UP" not in out.stdout:
-        return f"no SLURM controller answers: {(out.stdout + out.stderr).strip()[:200]}"
+        first = ((out.stdout + out.stderr).strip().splitlines() or ["no answer"])[0]
+        return f"no SLURM controller answers: {first[:200]}"
     return None
 
 
