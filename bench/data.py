@@ -125,35 +125,53 @@ def take(images: ArrayLike, rows: torch.Tensor) -> torch.Tensor:
 
 def to_float(images: torch.Tensor, spec: DatasetSpec) -> torch.Tensor:
     """uint8 ``N x H x W x C`` -> float ``N x C x H x W`` in [0, 1], then normalised."""
-    x = images.permute(0, 3, 1, 2).float().div_(255.0)
+    return _normalise(images.permute(0, 3, 1, 2), spec)
+
+
+def _normalise(planes: torch.Tensor, spec: DatasetSpec) -> torch.Tensor:
+    """uint8 ``N x C x H x W`` -> float in [0, 1], normalised in place (no temporaries)."""
+    x = planes.float().div_(255.0)
     if spec.mean is not None and spec.std is not None:
         mean = torch.tensor(spec.mean, device=x.device).view(1, -1, 1, 1)
         std = torch.tensor(spec.std, device=x.device).view(1, -1, 1, 1)
-        x = (x - mean) / std
+        x = x.sub_(mean).div_(std)
     return x
 
 
 def random_crop_flip(
     x: torch.Tensor, padding: int, flip: bool, generator: torch.Generator
 ) -> torch.Tensor:
-    """Batch-wise RandomCrop(size, padding) + RandomHorizontalFlip, each sample its own draw.
+    """Batch-wise RandomCrop(size, padding) + RandomHorizontalFlip on ``N x C x H x W``, each
+    sample its own draw (see ``crop_flip_nhwc``, which does the work)."""
+    out = crop_flip_nhwc(x.permute(0, 2, 3, 1), padding, flip, generator)
+    return out.permute(0, 3, 1, 2)
 
-    The draws come from a CPU generator (so they do not depend on the device); the crop is one
-    ``gather`` over the flattened padded planes, on whatever device ``x`` lives."""
-    n, c, h, w = x.shape
+
+def crop_flip_nhwc(
+    images: torch.Tensor, padding: int, flip: bool, generator: torch.Generator
+) -> torch.Tensor:
+    """RandomCrop(padding) + horizontal flip on ``N x H x W x C`` (the stored layout).
+
+    The draws come from a CPU generator (so they do not depend on the device); the crop is
+    one indexing op over row runs (no per-sample Python), on whatever device and dtype the
+    images have. Applied to uint8 images, the padding is black, as torchvision's RandomCrop on
+    a PIL image."""
+    n, h, w, c = images.shape
+    x = images
     if padding:
-        padded = F.pad(x, (padding, padding, padding, padding))
-        oy = torch.randint(0, 2 * padding + 1, (n,), generator=generator).to(x.device)
-        ox = torch.randint(0, 2 * padding + 1, (n,), generator=generator).to(x.device)
-        wp = w + 2 * padding
-        rows = oy[:, None] + torch.arange(h, device=x.device)  # n x h
-        cols = ox[:, None] + torch.arange(w, device=x.device)  # n x w
-        flat = (rows[:, :, None] * wp + cols[:, None, :]).view(n, 1, h * w)
-        planes = padded.reshape(n, c, -1)
-        x = planes.gather(2, flat.expand(n, c, h * w)).view(n, c, h, w)
+        padded = F.pad(images, (0, 0, padding, padding, padding, padding))
+        oy = torch.randint(0, 2 * padding + 1, (n,), generator=generator).to(images.device)
+        ox = torch.randint(0, 2 * padding + 1, (n,), generator=generator).to(images.device)
+        # every image row is a contiguous run of w*c values: view the padded rows as runs at
+        # each horizontal offset, then pick (sample, row oy+i, offset ox) for all at once
+        runs = padded.reshape(n, h + 2 * padding, -1).unfold(2, w * c, c)
+        rows = oy[:, None] + torch.arange(h, device=images.device)
+        x = runs[torch.arange(n, device=images.device)[:, None], rows, ox[:, None]]
+        x = x.view(n, h, w, c)
     if flip:
-        mirrored = (torch.rand(n, generator=generator) < 0.5).to(x.device)
-        x = torch.where(mirrored[:, None, None, None], x.flip(3), x)
+        mirrored = (torch.rand(n, generator=generator) < 0.5).to(images.device)
+        x = x.clone() if x is images else x  # never write into the caller's tensor
+        x[mirrored] = x[mirrored].flip(2)
     return x
 
 
@@ -187,11 +205,12 @@ class TrainStream:
             epoch, offset = epoch + 1, 0
 
     def _batch(self, rows: torch.Tensor, aug: torch.Generator) -> Batch:
-        # uint8 goes to the device (4x fewer bytes than float); conversion, normalisation and
-        # augmentation run there
-        x = to_float(take(self.split.images, rows).to(self.device, non_blocking=True), self.spec)
+        # uint8 goes to the device (4x fewer bytes than float); crop and flip run there on
+        # uint8 (black padding, as the official PIL pipelines), then conversion + normalisation
+        images = take(self.split.images, rows).to(self.device, non_blocking=True)
         if self.spec.crop_padding or self.spec.hflip:
-            x = random_crop_flip(x, self.spec.crop_padding, self.spec.hflip, aug)
+            images = crop_flip_nhwc(images, self.spec.crop_padding, self.spec.hflip, aug)
+        x = to_float(images, self.spec)
         return Batch(
             index=rows.to(self.device),
             x=x,

@@ -65,3 +65,16 @@ def test_memmap_and_in_memory_splits_give_identical_batches(tmp_path):
     for _ in range(5):
         next(fresh)
     assert torch.equal(next(resumed).x, next(fresh).x)
+
+
+def test_uint8_crop_pads_black_and_leaves_the_input_alone():
+    from debias_bench.data import crop_flip_nhwc
+
+    images = torch.full((32, 6, 6, 3), 255, dtype=torch.uint8)
+    before = images.clone()
+    out = crop_flip_nhwc(images, 2, True, epoch_generator(0, 0))
+    assert out.shape == images.shape and out.dtype == torch.uint8
+    assert (out == 0).any() and (out == 255).any()  # black borders, as RandomCrop on PIL
+    assert torch.equal(images, before)
+    flipped = crop_flip_nhwc(images, 0, True, epoch_generator(0, 0))
+    assert torch.equal(images, before) and torch.equal(flipped, images)
