@@ -171,3 +171,27 @@ def test_no_retry_without_the_flag_and_fail_fast_stops(tmp_path):
     assert sweep.stopped == "fail-fast" and launcher.stopped
     assert sorted(launcher.started) == [0, 1]  # two slots: the first two started, no more
     assert [o.state for o in sweep.outcomes] == ["failed", "done", "pending", "pending"]
+
+
+def test_slurm_resources_per_dataset(tmp_path):
+    from debias_bench.launchers.slurm import executor_parameters, load_resources, time_minutes
+
+    assert [time_minutes(t) for t in ("90", "1:30:00", "2-00:00:00", "30:00")] == [90, 90, 2880, 30]
+    with pytest.raises(ConfigError):
+        time_minutes("soon")
+    path = tmp_path / "resources.yaml"
+    path.write_text(
+        "default: {partition: gpu, time: '4:00:00', gpus: 1, cpus: 4, mem: 16G}\n"
+        "datasets:\n  cmnist: {gpus: 0, cpus: 2, mem: 4G, time: 30}\n"
+    )
+    table = load_resources(str(path), {"cpus": 8})  # the command line beats the file default
+    cmnist, bffhq = table.for_dataset("cmnist"), table.for_dataset("bffhq")
+    assert (cmnist.gpus, cmnist.cpus, cmnist.mem, cmnist.minutes()) == (0, 2, "4G", 30)
+    assert (bffhq.gpus, bffhq.cpus, bffhq.partition, bffhq.minutes()) == (1, 8, "gpu", 240)
+    params = executor_parameters(bffhq, array_parallelism=8, name="bench")
+    assert params["gpus_per_node"] == 1 and params["slurm_mem"] == "16G"
+    assert params["slurm_array_parallelism"] == 8 and params["timeout_min"] == 240
+    assert params["slurm_additional_parameters"] == {"requeue": True}
+    path.write_text("default: {gpu: 1}\n")
+    with pytest.raises(ConfigError, match="unknown resource keys"):
+        load_resources(str(path), {})

@@ -283,7 +283,10 @@ class SlurmLauncher(Launcher):
             groups.setdefault(self.resources.for_dataset(task.config.dataset), []).append(task)
         submitted = {}
         for res, group in groups.items():
-            executor = submitit.AutoExecutor(folder=self.folder / "%j", cluster="slurm")
+            # Each time limit reached requeues the run, which resumes from its checkpoint.
+            executor = submitit.AutoExecutor(
+                folder=self.folder / "%j", cluster="slurm", slurm_max_num_timeout=20
+            )
             executor.update_parameters(
                 **executor_parameters(res, self.array_parallelism, self.job_name)
             )
