@@ -166,7 +166,7 @@ def statuses(out: Path) -> dict[float, dict]:
 @pytest.mark.slow
 def test_fake_run_matrix_states_and_retries(tmp_path, in_process):
     out = tmp_path / "runs"
-    local = ["--launcher", "local", "--workers", "2", "--timeout", "60", "--grace", "1"]
+    local = ["--launcher", "local", "--workers", "2", "--timeout", "15", "--grace", "1"]
     code, _, err = in_process("run", *bench_args(out, "1,2,3,4,5"), *local)
     assert code == 1, err
     assert "5 ran, 4 failed" in err
@@ -177,7 +177,7 @@ def test_fake_run_matrix_states_and_retries(tmp_path, in_process):
     assert st[2.0]["state"] == "failed" and st[2.0]["exit_code"] == 1
     assert "scripted failure" in st[2.0]["error"]
     assert "RuntimeError: scripted failure" in st[2.0]["stderr_tail"]
-    assert st[3.0]["state"] == "failed" and st[3.0]["error"] == "timed out after 60 s (killed)"
+    assert st[3.0]["state"] == "failed" and st[3.0]["error"] == "timed out after 15 s (killed)"
     assert st[3.0]["exit_code"] == -signal.SIGKILL
     assert st[4.0]["state"] == "failed" and st[4.0]["signal"] == "SIGKILL"
     assert st[4.0]["error"] == "worker died (SIGKILL) during the run"
@@ -189,7 +189,7 @@ def test_fake_run_matrix_states_and_retries(tmp_path, in_process):
     assert code == 1 and "0 ran, 3 failed" in err
     code, report, _ = in_process("status", "--out", str(out), "--failed")
     assert code == 0
-    assert "timed out after 60 s" in report and "SIGKILL" in report
+    assert "timed out after 15 s" in report and "SIGKILL" in report
     assert "RuntimeError: scripted failure" in report  # the stderr tail
     assert "1 done" in report and "4 failed" in report
 

@@ -341,7 +341,8 @@ def add(sub: argparse._SubParsersAction) -> None:
     )
     fail.add_argument("--fail-fast", action="store_true", help="stop at the first failure")
     fail.add_argument(
-        "--timeout", help="stop a run after this long (seconds, or 30m, 2h); local and slurm"
+        "--timeout",
+        help="stop a run that trains longer than this (seconds, or 30m, 2h); local and slurm",
     )
     fail.add_argument(
         "--grace",

@@ -32,6 +32,8 @@ from typing import Any
 EXIT_FAILED = 1  # the run failed; run_one recorded the error
 EXIT_NOT_RUN = 3  # not started: failed before and not to be retried
 EXIT_BUSY = 75  # another live process owns the run (EX_TEMPFAIL)
+#: how long a worker may take to start its run (import, plugins) on top of --timeout
+STARTUP_ALLOWANCE_S = 300.0
 
 
 @dataclass
@@ -184,6 +186,7 @@ class WorkerProcess:
         self.stderr.write(f"==== {stamp} worker started by {socket.gethostname()}\n".encode())
         self.stderr.flush()
         self.started = time.monotonic()
+        self.run_started: float | None = None  # when the worker took the run (its lock)
         self.timed_out = False
         self._term_at: float | None = None
         self.proc = subprocess.Popen(
@@ -205,12 +208,26 @@ class WorkerProcess:
     def elapsed(self) -> float:
         return time.monotonic() - self.started
 
+    def _over_time(self) -> bool:
+        """``timeout_s`` counts from when the worker started the run (interpreter start and
+        imports excluded); a worker gets ``STARTUP_ALLOWANCE_S`` more to get there."""
+        if self.run_started is None:
+            try:
+                status = self.run_dir.status()
+            except Exception:  # a foreign or unreadable file: keep the spawn clock
+                status = {}
+            if status.get("pid") == self.proc.pid and status.get("state") == "running":
+                self.run_started = time.monotonic()
+        if self.run_started is not None:
+            return time.monotonic() - self.run_started > self.timeout_s
+        return self.elapsed() > self.timeout_s + STARTUP_ALLOWANCE_S
+
     def poll(self) -> int | None:
         """The exit code once it has exited; enforces the timeout on the way."""
         code = self.proc.poll()
         if code is not None:
             return code
-        if self.timeout_s and self.elapsed() > self.timeout_s and self._term_at is None:
+        if self.timeout_s and self._term_at is None and self._over_time():
             self.timed_out = True
             self.terminate()
         if self._term_at is not None and time.monotonic() - self._term_at > self.grace_s:
