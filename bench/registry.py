@@ -31,9 +31,10 @@ class Entry(Generic[T]):
 class Registry(Generic[T]):
     """A named collection of entries; ``plugins`` is imported on first lookup to fill it."""
 
-    def __init__(self, kind: str, plugins: str | None = None) -> None:
+    def __init__(self, kind: str, plugins: str | None = None, order: tuple[str, ...] = ()) -> None:
         self.kind = kind
         self._plugins = plugins
+        self._order = {name: i for i, name in enumerate(order)}
         self._entries: dict[str, Entry[T]] = {}
         self._loaded = plugins is None
 
@@ -73,12 +74,13 @@ class Registry(Generic[T]):
         return self.entry(name).obj
 
     def names(self) -> list[str]:
+        """Names in the canonical order (the paper's), then the others as registered."""
         self._load()
-        return list(self._entries)
+        last = len(self._order)
+        return sorted(self._entries, key=lambda name: self._order.get(name, last))
 
     def __iter__(self) -> Iterator[Entry[T]]:
-        self._load()
-        return iter(list(self._entries.values()))
+        return iter([self._entries[name] for name in self.names()])
 
     def __contains__(self, name: object) -> bool:
         self._load()
@@ -103,8 +105,12 @@ class Registry(Generic[T]):
         return message, hint
 
 
-METHODS: Registry[Any] = Registry("method", plugins="debias_bench.methods")
-DATASETS: Registry[Any] = Registry("dataset", plugins="debias_bench.datasets")
+#: The ETF-Debias paper's order of methods (its table columns) and datasets (its rows).
+PAPER_METHOD_ORDER = ("vanilla", "lff", "lff_be", "end", "sd", "disent", "selecmix", "etf_debias")
+PAPER_DATASET_ORDER = ("cmnist", "cifar10c", "bffhq", "dogs_and_cats", "bar")
+
+METHODS: Registry[Any] = Registry("method", "debias_bench.methods", PAPER_METHOD_ORDER)
+DATASETS: Registry[Any] = Registry("dataset", "debias_bench.datasets", PAPER_DATASET_ORDER)
 
 register_method = METHODS.register
 register_dataset = DATASETS.register
