@@ -348,11 +348,14 @@ def test_end_update_logs_both_regularisers():
 # ------------------------------------------------------------------ YAML vs METHODS.md
 def _yaml_values(method: str, dataset: str, protocol: str = "official") -> dict:
     """The method's own layers (defaults < datasets.<name> < protocols.<name>), so datasets
-    that are not registered yet can be checked too."""
+    that are not registered yet can be checked too (per-ratio and per-preset layers left out)."""
     doc = method_yaml(method)
+    per_dataset = dict((doc.get("datasets") or {}).get(dataset) or {})
+    per_dataset.pop("ratios", None)
+    per_dataset.pop("presets", None)
     return {
         **(doc.get("defaults") or {}),
-        **((doc.get("datasets") or {}).get(dataset) or {}),
+        **per_dataset,
         **((doc.get("protocols") or {}).get(protocol) or {}),
     }
 
@@ -442,3 +445,9 @@ def test_registry_metadata():
         assert entry.display_name == display
         assert entry.meta["needs_bias_labels"] is needs
         assert entry.meta["cost"] and entry.citation
+
+
+def test_selecmix_cmnist_5pct_uses_its_own_auxiliary_lr():
+    """8.4: cmnist_5pct.cfg sets proj_lr 0.02; the other ratios 0.01."""
+    assert resolve_hparams("selecmix", "cmnist", ratio=5.0)["proj_lr"] == pytest.approx(0.02)
+    assert resolve_hparams("selecmix", "cmnist", ratio=1.0)["proj_lr"] == pytest.approx(0.01)
