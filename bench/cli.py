@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 from debias_bench.commands import COMMANDS
 from debias_bench.errors import BenchError
+from debias_bench.launchers.plugins import import_plugins
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -23,6 +24,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        import_plugins()  # BENCH_PLUGINS: the user's own methods and datasets
         return args.func(args)
     except BenchError as exc:
         print(f"error: {exc}", file=sys.stderr)

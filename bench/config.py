@@ -83,6 +83,8 @@ def method_yaml(method: str) -> dict[str, Any]:
     """The YAML beside a method's module (``methods/<name>.yaml``); empty when absent."""
     module = METHODS.get(method).__module__
     package, _, stem = module.rpartition(".")
+    if not package:  # a method defined in a top-level plugin module has no package data
+        return {}
     path = resources.files(package) / f"{stem}.yaml"
     if not path.is_file():
         return {}

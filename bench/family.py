@@ -13,6 +13,7 @@ so an interrupted build never leaves a half-written dataset behind.
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
 import os
 import shutil
@@ -39,6 +40,20 @@ class DatasetFamily(ABC):
         self.raw_root = Path(raw_root)
         self.data_root = Path(data_root)
         self.options = options
+
+    @classmethod
+    def option_names(cls) -> list[str]:
+        """The build/read options its constructors accept (``--data-option KEY=VALUE``)."""
+        names = set()
+        for klass in cls.__mro__:
+            init = klass.__dict__.get("__init__")
+            if init is None:
+                continue
+            for param in inspect.signature(init).parameters.values():
+                named = param.kind in (param.POSITIONAL_OR_KEYWORD, param.KEYWORD_ONLY)
+                if named and param.name not in ("self", "raw_root", "data_root"):
+                    names.add(param.name)
+        return sorted(names)
 
     @abstractmethod
     def prepare(self, ratios: Iterable[float] | None = None) -> Path:

@@ -57,7 +57,18 @@ class Grid:
 def expand(grid: Grid) -> tuple[list[RunConfig], list[str]]:
     """Configs of the grid, and notes on combinations left out (unsupported ratios)."""
     configs, notes = [], []
+    # every family takes a data seed (the base class keeps options it does not name)
+    known_options = {d: {"data_seed", *DATASETS.get(d).option_names()} for d in grid.datasets}
+    unknown = set(grid.data_options) - set().union(*known_options.values())
+    if unknown:
+        valid = sorted(set().union(*known_options.values()))
+        raise ConfigError(
+            f"unknown data option(s) {', '.join(sorted(unknown))} for {', '.join(grid.datasets)}",
+            hint=f"valid: {', '.join(valid)}",
+        )
     for dataset in grid.datasets:
+        # an option a dataset does not have (e.g. severity on BAR) is not passed to it
+        options = {k: v for k, v in grid.data_options.items() if k in known_options[dataset]}
         supported = DATASETS.get(dataset).spec.ratios
         ratios = supported if grid.ratios is None else [r for r in grid.ratios if r in supported]
         dropped = [r for r in (grid.ratios or []) if r not in supported]
@@ -79,7 +90,7 @@ def expand(grid: Grid) -> tuple[list[RunConfig], list[str]]:
                             grid.preset,
                             grid.epochs,
                             grid.overrides,
-                            grid.data_options,
+                            options,
                         )
                     )
     if not configs:

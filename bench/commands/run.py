@@ -21,13 +21,13 @@ from tabulate import tabulate
 from tqdm import tqdm
 
 from debias_bench import paths
+from debias_bench.ablations import ABLATIONS, ablation_grids, get_ablation
 from debias_bench.config import PRESETS, PROTOCOLS, RunConfig, parse_overrides
 from debias_bench.engine import DataPlace, Progress, resolve_device
 from debias_bench.errors import ConfigError
 from debias_bench.launchers import Launcher, schedule
 from debias_bench.launchers.inline import InlineLauncher
 from debias_bench.launchers.local import LocalLauncher
-from debias_bench.launchers.plugins import import_plugins
 from debias_bench.launchers.slots import Slot, plan_slots, visible_gpus
 from debias_bench.registry import DATASETS, METHODS
 from debias_bench.store import RunStore
@@ -226,7 +226,6 @@ def _handling(signals: list[int], handler: Any) -> Iterator[None]:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    import_plugins()
     grid = Grid(
         methods=METHODS.resolve(args.methods),
         datasets=DATASETS.resolve(args.datasets),
@@ -236,9 +235,14 @@ def cmd_run(args: argparse.Namespace) -> int:
         preset=args.preset,
         epochs=args.epochs,
         overrides=parse_overrides(args.set),
-        data_options={"data_seed": args.data_seed},
+        data_options={"data_seed": args.data_seed, **parse_overrides(args.data_option)},
     )
-    configs, notes = expand(grid)
+    configs, notes = [], []
+    grids = ablation_grids(get_ablation(args.ablation), grid) if args.ablation else [grid]
+    for one in grids:
+        more, more_notes = expand(one)
+        configs += more
+        notes += [n for n in more_notes if n not in notes]
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
     store = RunStore(Path(args.out))
@@ -328,6 +332,19 @@ def add(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--out", default=str(paths.DEFAULT_OUT), help="run store directory")
     run.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
     run.add_argument("--data-seed", type=int, default=0, help="seed of the dataset build")
+    run.add_argument(
+        "--data-option",
+        action="append",
+        metavar="KEY=VALUE",
+        help="dataset build/read option (repeatable), e.g. corruptions=type0, severity=4, "
+        "source=imported; datasets without the option ignore it",
+    )
+    run.add_argument(
+        "--ablation",
+        choices=list(ABLATIONS),
+        help="add the paper's ablation axis: alpha (0..1) or prime (etf, random); "
+        "plot with `bench analyze ablation NAME`",
+    )
     run.add_argument("--dry-run", action="store_true", help="list the runs and exit")
     data_args(run)
 
