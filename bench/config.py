@@ -63,8 +63,15 @@ PRESETS: dict[str, dict[str, Any]] = {
     "paper": {},
     # a real but short comparison: about a minute per Colored MNIST run on a laptop CPU
     "quick": {"epochs": 30, "eval_every_epochs": 3},
-    # plumbing check: a few steps on every dataset, small evaluation subsets
-    "smoke": {"steps": 20, "eval_every": 10, "eval_limit": 500, "eval_batch_size": 256},
+    # plumbing check: a few steps on every dataset, small evaluation subsets, nothing to
+    # download (BAR's ImageNet-pretrained ResNet-18 is replaced by a scratch one)
+    "smoke": {
+        "steps": 20,
+        "eval_every": 10,
+        "eval_limit": 500,
+        "eval_batch_size": 256,
+        "datasets": {"bar": {"backbone": "resnet18"}},
+    },
 }
 
 
@@ -138,6 +145,7 @@ def resolve_hparams(
     hp.update(_by_ratio(per_ratio, ratio))
     hp.update((doc.get("protocols") or {}).get(protocol) or {})
     preset_values = dict(_check(preset, PRESETS, "preset"))
+    preset_values.update((preset_values.pop("datasets", None) or {}).get(dataset) or {})
     if "epochs" in preset_values and hp.get("steps") is not None:
         preset_values.setdefault("steps", None)  # a preset length replaces a YAML step count
     hp.update(preset_values)

@@ -93,3 +93,9 @@ def test_per_ratio_and_per_preset_layers(monkeypatch):
     assert config.resolve_hparams("vanilla", "cmnist", preset="smoke")["curr_step"] == 1
     assert config.resolve_hparams("vanilla", "cmnist", preset="paper")["curr_step"] == 100
     assert "ratios" not in config.resolve_hparams("vanilla", "cmnist")
+
+
+def test_smoke_preset_needs_no_download_on_bar():
+    assert resolve_hparams("vanilla", "bar")["backbone"] == "resnet18_pretrained"
+    assert resolve_hparams("vanilla", "bar", preset="smoke")["backbone"] == "resnet18"
+    assert "datasets" not in resolve_hparams("vanilla", "cmnist", preset="smoke")
