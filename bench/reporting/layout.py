@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from debias_bench.registry import DATASETS, METHODS
+from debias_bench.registry import DATASETS, METHODS, PAPER_DATASET_ORDER, PAPER_METHOD_ORDER
 
 #: Column order of the paper's tables; methods not listed follow in registry order.
-PAPER_ORDER = ("vanilla", "lff", "lff_be", "end", "sd", "disent", "selecmix", "etf_debias")
+PAPER_ORDER = PAPER_METHOD_ORDER
 SYNTHETIC = ("cmnist", "cifar10c")  # Table 1
 REAL = ("bffhq", "dogs_and_cats", "bar")  # Table 2
-DATASET_ORDER = (*SYNTHETIC, *REAL)
+DATASET_ORDER = PAPER_DATASET_ORDER
+assert (*SYNTHETIC, *REAL) == DATASET_ORDER
 #: BAR's actions in the column order of Tables D.1 and D.2
 BAR_PAPER_CLASSES = ("climbing", "diving", "fishing", "vaulting", "racing", "throwing")
 
