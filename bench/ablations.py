@@ -27,17 +27,18 @@ class Ablation:
     name: str
     param: str
     values: tuple[Any, ...]
+    default: Any  # the method's own value: other ablations hold this one fixed
     methods: tuple[str, ...]
     title: str
 
 
 ABLATIONS = {
     "alpha": Ablation(
-        "alpha", "alpha", (0.0, 0.2, 0.4, 0.6, 0.8, 1.0), ("etf_debias",),
+        "alpha", "alpha", (0.0, 0.2, 0.4, 0.6, 0.8, 1.0), 0.8, ("etf_debias",),
         "regularisation weight alpha (paper Fig. 3a)",
     ),
     "prime": Ablation(
-        "prime", "prime", ("etf", "random"), ("etf_debias",),
+        "prime", "prime", ("etf", "random"), "etf", ("etf_debias",),
         "ETF primes against random primes (paper Fig. 3b)",
     ),
 }  # fmt: skip
@@ -64,7 +65,11 @@ def ablation_grids(ablation: Ablation, grid: Any) -> list[Any]:
 def ablation_frame(
     store: RunStore, ablation: Ablation, selection: str = "last", metric: str = "accuracy"
 ) -> pd.DataFrame:
-    """Finished runs of the ablation: dataset, ratio, value, seed and the test metric."""
+    """Finished runs of the ablation: dataset, ratio, value, seed and the test metric.
+
+    A run belongs to it when the other ablated parameters are at their defaults (so the
+    random-prime runs are not counted as alpha = 0.8)."""
+    others = [a for a in ABLATIONS.values() if a.name != ablation.name]
     rows = []
     for run in store.runs():
         result = run.result()
@@ -72,6 +77,8 @@ def ablation_frame(
             continue
         config = RunConfig.from_json(run.config())
         if config.method not in ablation.methods or ablation.param not in config.hparams:
+            continue
+        if any(config.hparams.get(o.param, o.default) != o.default for o in others):
             continue
         rows.append({
             "dataset": config.dataset, "ratio": config.ratio, "seed": config.seed,

@@ -40,3 +40,16 @@ def test_tiny_ablation_runs_end_to_end_and_plots(tmp_path, toy_place, name):
     out = tmp_path / f"{name}.png"
     assert main(["analyze", "ablation", name, "--out", str(store.root), "-o", str(out)]) == 0
     assert out.stat().st_size > 5_000 and out.with_suffix(".pdf").is_file()
+
+
+def test_each_ablation_reads_only_its_own_runs(tmp_path, toy_place):
+    store = RunStore(tmp_path / "runs")
+    grid = Grid(["etf_debias"], ["toy"], [20.0], [0], protocol="clean", overrides=TINY)
+    for name in ("alpha", "prime"):
+        for g in ablation_grids(ABLATIONS[name], grid):
+            for config in expand(g)[0]:
+                run_one(config, store, toy_place, torch.device("cpu"))
+    alpha = ablation_frame(store, ABLATIONS["alpha"])
+    prime = ablation_frame(store, ABLATIONS["prime"])
+    assert len(alpha) == 6  # not 7: the random-prime run (alpha 0.8) is not an alpha point
+    assert len(prime) == 2  # etf (shared with alpha = 0.8) and random
