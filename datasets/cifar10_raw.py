@@ -14,9 +14,9 @@ import tarfile
 from pathlib import Path
 
 import numpy as np
-from tqdm import tqdm
 
 from debias_bench.errors import CorruptDataError, DataNotFoundError
+from debias_bench.progress import progress_bar
 
 from .images import decode
 
@@ -70,7 +70,7 @@ def _from_jpeg_tar(path: Path, limit: int | None = None) -> dict[str, np.ndarray
     found: dict[str, list[tuple[str, int, np.ndarray]]] = {"train": [], "test": []}
     try:
         with tarfile.open(path) as tar:
-            for member in tqdm(tar, desc="reading CIFAR-10 images", unit="file", leave=False):
+            for member in progress_bar(tar, desc="reading CIFAR-10 images", unit="file"):
                 parts = member.name.strip("./").split("/")
                 if not member.isfile() or len(parts) != 3 or parts[0] not in found:
                     continue

@@ -32,7 +32,6 @@ from typing import Any
 import numpy as np
 import torch
 from joblib import Parallel, delayed
-from tqdm import tqdm
 
 from debias_bench.data import DatasetSpec, Split, Splits
 from debias_bench.errors import ConfigError
@@ -43,6 +42,7 @@ from debias_bench.family import (
     ratio_dirname,
     save_split,
 )
+from debias_bench.progress import progress_bar
 from debias_bench.registry import register_dataset
 
 from . import cifar10_raw
@@ -98,7 +98,7 @@ def corrupt_many(
         )
         for s in starts
     )
-    bar = tqdm(total=len(images), desc=desc, unit="img", leave=False)
+    bar = progress_bar(total=len(images), desc=desc, unit="img")
     for s, block in zip(starts, Parallel(n_jobs=n_jobs, return_as="generator")(jobs), strict=True):
         out[s : s + len(block)] = block
         bar.update(len(block))

@@ -23,7 +23,6 @@ from typing import Any
 
 import numpy as np
 import torch
-from tqdm import tqdm
 
 from debias_bench.data import DatasetSpec, Split, Splits
 from debias_bench.family import (
@@ -33,6 +32,7 @@ from debias_bench.family import (
     ratio_dirname,
     save_split,
 )
+from debias_bench.progress import progress_bar
 from debias_bench.registry import register_dataset
 
 from . import mnist_raw
@@ -138,7 +138,7 @@ class ColoredMNIST(DatasetFamily):
         staging = self.folder.with_name(self.folder.name + ".building")
         staging.mkdir(parents=True, exist_ok=True)
         ratios_all = self.spec.ratios  # build all: the held-out valid/test are shared
-        steps = tqdm(total=len(ratios_all) + 2, desc="building cmnist", unit="split", leave=False)
+        steps = progress_bar(total=len(ratios_all) + 2, desc="building cmnist", unit="split")
         train_x, train_y, valid_x, valid_y = self._split_train(mnist)
         for name, images, labels, stream in (
             ("valid", valid_x, valid_y, _STREAM_VALID),

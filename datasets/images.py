@@ -17,9 +17,9 @@ from pathlib import Path
 import numpy as np
 from joblib import Parallel, delayed
 from PIL import Image, UnidentifiedImageError
-from tqdm import tqdm
 
 from debias_bench.errors import CorruptDataError
+from debias_bench.progress import progress_bar
 
 CHUNK = 256  # images per parallel task
 
@@ -64,7 +64,7 @@ def decode_files(
     chunks = [list(paths[i : i + CHUNK]) for i in range(0, len(paths), CHUNK)]
     if len(chunks) <= 1:
         n_jobs = 1  # small: no worker start-up
-    bar = tqdm(total=len(paths), desc=desc, unit="img", leave=False)
+    bar = progress_bar(total=len(paths), desc=desc, unit="img")
     results = Parallel(n_jobs=n_jobs, return_as="generator")(
         delayed(_decode_chunk)(chunk, size) for chunk in chunks
     )
