@@ -16,6 +16,6 @@ def progress_bar(
     carriage-return updates."""
     if sys.stderr.isatty():
         return tqdm(iterable, total=total, desc=desc, unit=unit, leave=False)
-    size = f"{total} {unit}" if total is not None else unit + "s"
+    size = f"{total} {unit}{'' if total == 1 else 's'}" if total is not None else unit + "s"
     print(f"{desc} ({size})...", file=sys.stderr, flush=True)
     return tqdm(iterable, total=total, desc=desc, unit=unit, disable=True)
