@@ -19,6 +19,7 @@ import pandas as pd
 
 from debias_bench.config import RunConfig
 from debias_bench.errors import UnknownNameError
+from debias_bench.figures import save_png_pdf
 from debias_bench.store import RunStore
 
 
@@ -117,10 +118,4 @@ def plot_ablation(frame: pd.DataFrame, ablation: Ablation, output: Path, metric:
     ax.set_title(ablation.title, fontsize=9)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    output.parent.mkdir(parents=True, exist_ok=True)
-    written = []
-    for suffix in (".png", ".pdf"):
-        fig.savefig(output.with_suffix(suffix), dpi=150)
-        written.append(output.with_suffix(suffix))
-    plt.close(fig)
-    return written
+    return save_png_pdf(fig, output)

@@ -16,6 +16,7 @@ from typing import Any
 
 from debias_bench.ablations import ABLATIONS, ablation_frame, get_ablation, plot_ablation
 from debias_bench.errors import BenchError
+from debias_bench.figures import save_png_pdf
 from debias_bench.store import RunDir, RunStore
 
 PANELS = (
@@ -96,14 +97,7 @@ def plot_nc(runs: list[RunDir], output: Path) -> list[Path]:
     )
     axes[-1].legend(fontsize=7, loc="upper right")
     fig.tight_layout()
-    output.parent.mkdir(parents=True, exist_ok=True)
-    written = []
-    for suffix in (".png", ".pdf"):
-        path = output.with_suffix(suffix)
-        fig.savefig(path, dpi=150)
-        written.append(path)
-    plt.close(fig)
-    return written
+    return save_png_pdf(fig, output)
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
