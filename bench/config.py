@@ -46,7 +46,13 @@ ENGINE_DEFAULTS: dict[str, Any] = {
     "pretrained_weights": None,  # path of ImageNet weights for resnet18_pretrained
     "track_nc": False,  # Neural Collapse metrics on training features at every evaluation
     "nc_limit": 10000,  # ... on a seeded subset of this many training samples
+    "image_size": None,  # resize every split to this side (short CPU checks; ResNets only)
+    "num_threads": None,  # pin the run's CPU threads (results then do not depend on the cores)
 }
+
+#: Keys added after run ids were first published: at these values they are left out of a
+#: run's hash, so runs recorded before the key existed keep their ids (and stay "done").
+IDENTITY_NEUTRAL_DEFAULTS: dict[str, Any] = {"image_size": None, "num_threads": None}
 
 #: Engine-wide switches of each protocol; methods add their own under ``protocols:`` in YAML.
 PROTOCOLS: dict[str, dict[str, Any]] = {
@@ -72,7 +78,39 @@ PRESETS: dict[str, dict[str, Any]] = {
         "eval_batch_size": 256,
         "datasets": {"bar": {"backbone": "resnet18"}},
     },
+    # regression checks in CI (`bench regress`): a small fixed subset of every dataset, a short
+    # schedule, one thread per run (identical numbers on any core count), well under a minute
+    # per run on one CPU core; the 224-px sets are read at 64 px by a scratch ResNet-18
+    "ci": {
+        "steps": 120,
+        "eval_every": 60,
+        "eval_limit": 1000,
+        "eval_batch_size": 500,
+        "num_threads": 1,
+        "datasets": {
+            "cmnist": {"train_limit": 6000, "batch_size": 256, "steps": 240, "eval_every": 120},
+            "cifar10c": {"batch_size": 64, "image_size": 16},
+            "bffhq": {"batch_size": 32, "image_size": 64, "train_limit": 800},
+            "dogs_and_cats": {"batch_size": 32, "image_size": 64},
+            "bar": {"batch_size": 32, "image_size": 64, "backbone": "resnet18"},
+        },
+    },
 }
+
+#: Dataset build options a preset brings (``--data-option`` wins): the ``ci`` preset builds
+#: small fixed subsets instead of reading a full build (fast to prepare on a CI machine).
+PRESET_DATA_OPTIONS: dict[str, dict[str, dict[str, Any]]] = {
+    "ci": {
+        "cifar10c": {"limit": 100, "valid_size": 200},
+        "dogs_and_cats": {"limit_per_group": 150},
+        "bar": {"limit_per_class": 60},
+    },
+}
+
+
+def preset_data_options(preset: str, dataset: str) -> dict[str, Any]:
+    """The build options ``preset`` sets for ``dataset`` (empty for most)."""
+    return dict(PRESET_DATA_OPTIONS.get(preset, {}).get(dataset, {}))
 
 
 def _check(name: str, table: dict[str, Any], kind: str) -> dict[str, Any]:
@@ -179,6 +217,11 @@ class RunConfig:
     def identity(self) -> dict[str, Any]:
         d = asdict(self)
         d.pop("preset")
+        d["hparams"] = {
+            k: v
+            for k, v in d["hparams"].items()
+            if k not in IDENTITY_NEUTRAL_DEFAULTS or v != IDENTITY_NEUTRAL_DEFAULTS[k]
+        }
         return d
 
     @property

@@ -10,6 +10,7 @@ run sees exactly the batches an uninterrupted one would have seen.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -173,6 +174,27 @@ def crop_flip_nhwc(
         x = x.clone() if x is images else x  # never write into the caller's tensor
         x[mirrored] = x[mirrored].flip(2)
     return x
+
+
+def resize_split(split: Split, side: int, chunk: int = 256) -> Split:
+    """The split with every image resized to ``side x side`` (antialiased bilinear, uint8 in
+    and out), read chunk by chunk so a memory-mapped split is never decoded whole as floats."""
+    parts = []
+    for start in range(0, len(split), chunk):
+        rows = torch.arange(start, min(start + chunk, len(split)))
+        planes = take(split.images, rows).permute(0, 3, 1, 2).float()
+        small = F.interpolate(planes, size=(side, side), mode="bilinear", antialias=True)
+        parts.append(small.round_().clamp_(0, 255).to(torch.uint8).permute(0, 2, 3, 1))
+    images = torch.cat(parts) if parts else torch.empty(0, side, side, split.images.shape[3])
+    return Split(images.contiguous(), split.labels, split.biases, split.name, split.indices)
+
+
+def resized_spec(spec: DatasetSpec, side: int) -> DatasetSpec:
+    """``spec`` at ``side x side``, the crop padding scaled with it (at least 1 px)."""
+    padding = spec.crop_padding
+    if padding:
+        padding = max(1, round(padding * side / spec.image_size[0]))
+    return dataclasses.replace(spec, image_size=(side, side), crop_padding=padding)
 
 
 def epoch_generator(seed: int, epoch: int) -> torch.Generator:

@@ -8,11 +8,13 @@ method's state, the selection tracker and the running loss sums are checkpointed
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import random
 import resource
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,7 +24,7 @@ import torch
 
 from debias_bench import __version__
 from debias_bench.config import RunConfig
-from debias_bench.data import Splits, TrainStream
+from debias_bench.data import Splits, TrainStream, resize_split, resized_spec
 from debias_bench.family import DatasetFamily
 from debias_bench.method import Method, TrainEnv
 from debias_bench.metrics import SelectionTracker, collect_features, evaluate_split
@@ -76,7 +78,8 @@ _DATA_CACHE: dict[tuple, tuple[DatasetFamily, Splits]] = {}
 
 
 def load_data(config: RunConfig, place: DataPlace) -> tuple[DatasetFamily, Splits]:
-    """The run's dataset family and splits (subsampled by ``train_limit`` / ``eval_limit``).
+    """The run's dataset family and splits (subsampled by ``train_limit`` / ``eval_limit``,
+    resized to ``image_size``; the family returned then carries the resized spec).
 
     The last loaded dataset is cached, so a sweep does not re-read it for every run."""
     key = (config.dataset, config.ratio, repr(sorted(config.data_options.items())), place)
@@ -89,11 +92,17 @@ def load_data(config: RunConfig, place: DataPlace) -> tuple[DatasetFamily, Split
     family, splits = _DATA_CACHE[key]
     hp = config.hparams
     subset_seed = int(config.data_options.get("data_seed", 0))  # same subset for every method
-    return family, Splits(
+    splits = Splits(
         train=_limit(splits.train, hp.get("train_limit"), subset_seed),
         valid=_limit(splits.valid, hp.get("eval_limit"), subset_seed + 1),
         test=_limit(splits.test, hp.get("eval_limit"), subset_seed + 2),
     )
+    side = hp.get("image_size")
+    if side and (int(side), int(side)) != tuple(family.spec.image_size):
+        family = copy.copy(family)  # the cached family keeps its own spec
+        family.spec = resized_spec(family.spec, int(side))
+        splits = Splits(*(resize_split(split, int(side)) for split in splits))
+    return family, splits
 
 
 def _seed_everything(seed: int) -> None:
@@ -128,12 +137,17 @@ def _peak_memory_mb(device: torch.device) -> float:
     return rss / (2**20 if sys.platform == "darwin" else 2**10)
 
 
+#: a dataset family and its splits, as ``load_data`` returns them
+LoadedData = tuple[DatasetFamily, Splits]
+
+
 def _setup(
-    config: RunConfig, place: DataPlace, device: torch.device
+    config: RunConfig, place: DataPlace, device: torch.device, data: LoadedData | None = None
 ) -> tuple[DatasetFamily, Splits, TrainStream, Method]:
-    """Data, batch stream and a freshly initialised method (seeded by the run seed)."""
+    """Data (``data``, else loaded), batch stream and a freshly initialised method (seeded by
+    the run seed)."""
     hp = config.hparams
-    family, splits = load_data(config, place)
+    family, splits = data or load_data(config, place)
     stream = TrainStream(splits.train, family.spec, int(hp["batch_size"]), config.seed, device)
     total_steps = int(hp["steps"] or int(hp["epochs"]) * stream.steps_per_epoch)
     env = TrainEnv(device, len(splits.train), stream.steps_per_epoch, total_steps, config.seed)
@@ -166,6 +180,20 @@ def _neural_collapse(
     return neural_collapse_by_alignment(feats, split.labels, split.biases, weight)
 
 
+@contextlib.contextmanager
+def pinned_threads(threads: int | None) -> Iterator[None]:
+    """Run the block with ``threads`` CPU threads (None: leave the setting alone)."""
+    if not threads:
+        yield
+        return
+    before = torch.get_num_threads()
+    torch.set_num_threads(int(threads))
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 def train_run(
     config: RunConfig,
     run_dir: RunDir,
@@ -173,16 +201,30 @@ def train_run(
     device: torch.device,
     progress: Progress | None = None,
     should_stop: Callable[[int], bool] = lambda step: False,
+    data: LoadedData | None = None,
 ) -> dict[str, Any]:
     """Train (or resume) one run to completion and write its ``result.json``.
 
     ``should_stop(step)`` is polled after every step; when it returns True the run checkpoints
-    and raises :class:`Interrupted`.
+    and raises :class:`Interrupted`. The run uses ``num_threads`` CPU threads when it sets them.
+    ``data`` replaces the dataset the config names (benchmarks on synthetic tensors).
     """
-    progress = progress or Progress()
+    with pinned_threads(config.hparams.get("num_threads")):
+        return _train(config, run_dir, place, device, progress or Progress(), should_stop, data)
+
+
+def _train(
+    config: RunConfig,
+    run_dir: RunDir,
+    place: DataPlace,
+    device: torch.device,
+    progress: Progress,
+    should_stop: Callable[[int], bool],
+    data: LoadedData | None,
+) -> dict[str, Any]:
     run_dir.path.mkdir(parents=True, exist_ok=True)
     hp = config.hparams
-    family, splits, stream, method = _setup(config, place, device)
+    family, splits, stream, method = _setup(config, place, device, data)
     spec, total_steps = family.spec, method.env.total_steps
     eval_every = int(
         hp["eval_every"] or max(1, round(float(hp["eval_every_epochs"]) * stream.steps_per_epoch))

@@ -31,7 +31,7 @@ from typing import Any
 import torch
 
 from debias_bench import __version__
-from debias_bench.config import RunConfig, make_config
+from debias_bench.config import RunConfig, make_config, preset_data_options
 from debias_bench.engine import DataPlace, Interrupted, Progress, train_run
 from debias_bench.errors import BenchError, ConfigError
 from debias_bench.registry import DATASETS, METHODS
@@ -68,7 +68,8 @@ def expand(grid: Grid) -> tuple[list[RunConfig], list[str]]:
         )
     for dataset in grid.datasets:
         # an option a dataset does not have (e.g. severity on BAR) is not passed to it
-        options = {k: v for k, v in grid.data_options.items() if k in known_options[dataset]}
+        options = preset_data_options(grid.preset, dataset)
+        options.update((k, v) for k, v in grid.data_options.items() if k in known_options[dataset])
         supported = DATASETS.get(dataset).spec.ratios
         ratios = supported if grid.ratios is None else [r for r in grid.ratios if r in supported]
         dropped = [r for r in (grid.ratios or []) if r not in supported]

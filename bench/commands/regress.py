@@ -1,0 +1,111 @@
+"""`bench regress record | check`: catch a method getting worse on a small fixed sweep.
+
+    bench run --preset ci --protocol clean --methods all --datasets cmnist --out RUNS
+    bench regress record --out RUNS -o baseline.json      # once, and after a deliberate change
+    bench regress check  --out RUNS --baseline baseline.json [--tolerance 1.0]
+
+``check`` exits 1 when a tracked metric of a baseline cell dropped by more than the tolerance
+(points of accuracy) or a cell is missing, and prints the differences.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from tabulate import tabulate
+
+from debias_bench.regress import (
+    DEFAULT_TOLERANCE,
+    Comparison,
+    compare,
+    load_baseline,
+    record,
+    save_baseline,
+    sweep_cells,
+)
+
+from .common import fmt
+
+
+def render(comparison: Comparison, show_all: bool = False) -> str:
+    """The table of differences (every row with ``show_all``) and a summary line."""
+    order = {"regressed": 0, "missing": 1, "improved": 2, "changed": 3, "new": 4, "ok": 5}
+    rows = sorted(
+        (d for d in comparison.differences if show_all or d.status != "ok"),
+        key=lambda d: (order[d.status], d.cell, d.metric),
+    )
+    table = [
+        [
+            d.status.upper() if d.status in ("regressed", "missing") else d.status,
+            d.cell,
+            d.metric,
+            fmt(d.baseline),
+            fmt(d.current),
+            "" if d.diff is None else f"{d.diff:+.2f}",
+        ]
+        for d in rows
+    ]
+    headers = ["status", "cell", "metric", "baseline", "now", "diff"]
+    lines = [tabulate(table, headers=headers, tablefmt="github")] if table else []
+    cells = {d.cell for d in comparison.differences if d.status != "new"}
+    counts = ", ".join(
+        f"{comparison.count(s)} {s}" for s in ("regressed", "missing", "improved", "changed", "new")
+    )
+    lines.append(
+        f"{len(cells)} baseline cells, tolerance {comparison.tolerance:g} points: {counts}"
+    )
+    lines += [f"note: {note}" for note in comparison.notes]
+    if comparison.count("improved"):
+        lines.append("note: improvements pass; record the baseline again to lock them in")
+    return "\n".join(lines)
+
+
+def cmd_record(args: argparse.Namespace) -> int:
+    baseline = record(Path(args.out), allow_unfinished=args.allow_unfinished)
+    save_baseline(baseline, Path(args.output))
+    print(f"wrote {args.output}: {len(baseline['cells'])} cells from {args.out}", file=sys.stderr)
+    return 0
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    baseline = load_baseline(Path(args.baseline))
+    cells, unfinished = sweep_cells(Path(args.out))
+    comparison = compare(baseline, cells, args.tolerance, unfinished)
+    print(render(comparison, show_all=args.all))
+    if comparison.failed:
+        print(
+            f"regression: {len(comparison.failed)} metric(s) or cell(s) worse than "
+            f"{args.baseline} allows",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
+
+
+def add(sub: argparse._SubParsersAction) -> None:
+    regress = sub.add_parser(
+        "regress", help="record a sweep's metrics as a baseline, or check a sweep against one"
+    )
+    verbs = regress.add_subparsers(dest="verb", required=True)
+
+    rec = verbs.add_parser("record", help="store the metrics of a finished sweep as a baseline")
+    rec.add_argument("--out", required=True, help="run store of the finished sweep")
+    rec.add_argument("-o", "--output", required=True, help="baseline JSON to write")
+    rec.add_argument(
+        "--allow-unfinished", action="store_true", help="record the finished runs only"
+    )
+    rec.set_defaults(func=cmd_record)
+
+    check = verbs.add_parser("check", help="compare a sweep with a baseline (exit 1 if worse)")
+    check.add_argument("--out", required=True, help="run store of the new sweep")
+    check.add_argument("--baseline", required=True, help="baseline JSON (bench regress record)")
+    check.add_argument(
+        "--tolerance",
+        type=float,
+        default=DEFAULT_TOLERANCE,
+        help="allowed drop in accuracy points (default %(default)s; raise it on GPUs)",
+    )
+    check.add_argument("--all", action="store_true", help="list unchanged metrics too")
+    check.set_defaults(func=cmd_check)

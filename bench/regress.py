@@ -1,0 +1,219 @@
+"""Accuracy regression checks: a baseline of a finished sweep, and a new sweep compared with it.
+
+``record`` keeps, per cell (dataset x method x ratio x seed x protocol), the test accuracy
+(overall, bias-aligned, bias-conflicting) of the ``last`` and ``best_valid`` selections of a
+finished sweep (usually the ``ci`` preset), with the environment that produced them.
+``compare`` sets a new sweep beside it: a metric that drops by more than the tolerance (points
+of accuracy), or a cell the new sweep lacks, is a regression. Gains are reported, never
+failed: lock them in by recording again.
+
+The baseline is plain JSON, small enough to commit and to review in a diff.
+"""
+
+from __future__ import annotations
+
+import math
+import platform
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import torch
+
+from debias_bench import __version__
+from debias_bench.errors import BenchError, CorruptDataError
+from debias_bench.reporting.records import load_records
+from debias_bench.store import RunStore, read_json, write_json
+
+FORMAT = 1
+#: what a baseline keeps of each run: (selection, split, metric)
+TRACKED = tuple(
+    (selection, "test", metric)
+    for selection in ("last", "best_valid")
+    for metric in ("accuracy", "conflicting_accuracy", "aligned_accuracy")
+)
+DEFAULT_TOLERANCE = 1.0
+
+
+def cell_key(dataset: str, method: str, ratio: float, seed: int, protocol: str) -> str:
+    return f"{dataset}/{method}/r{ratio:g}/s{seed}/{protocol}"
+
+
+def metric_key(selection: str, split: str, metric: str) -> str:
+    return f"{selection}.{split}.{metric}"
+
+
+def environment() -> dict[str, Any]:
+    """What produced the numbers: CPU results are bitwise stable only on the same stack."""
+    from debias_bench.sweep import provenance
+
+    device = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
+    return {
+        "code_version": __version__,
+        "git_commit": provenance()["git_commit"],
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "device": device,
+    }
+
+
+def _cells(frame: pd.DataFrame) -> tuple[dict[str, dict[str, Any]], list[str]]:
+    """Cells of the finished runs in ``frame``, and one line per run that is not finished."""
+    unfinished = [
+        f"{row.run_id}: {row.state}" + (f" ({row.note})" if isinstance(row.note, str) else "")
+        for row in frame[frame["state"] != "done"].itertuples()
+    ]
+    done = frame[frame["state"] == "done"]
+    cells: dict[str, dict[str, Any]] = {}
+    for run_id, rows in done.groupby("run_id", sort=False):
+        first = rows.iloc[0]
+        key = cell_key(first.dataset, first.method, first.ratio, int(first.seed), first.protocol)
+        if key in cells:
+            raise BenchError(
+                f"two finished runs for {key}: {cells[key]['run_id']} and {run_id} "
+                "(same cell, different hyperparameters or data options)",
+                hint="keep one sweep configuration per run store (--out)",
+            )
+        metrics = {}
+        for selection, split, metric in TRACKED:
+            match = rows[(rows["selection"] == selection) & (rows["split"] == split)]
+            value = match.iloc[0][metric] if len(match) else None
+            if value is not None and not math.isnan(value):
+                metrics[metric_key(selection, split, metric)] = round(float(value), 4)
+        cells[key] = {
+            "dataset": first.dataset,
+            "method": first.method,
+            "ratio": float(first.ratio),
+            "seed": int(first.seed),
+            "protocol": first.protocol,
+            "preset": first.preset,
+            "run_id": run_id,
+            "metrics": metrics,
+        }
+    return dict(sorted(cells.items())), unfinished
+
+
+def sweep_cells(out: Path) -> tuple[dict[str, dict[str, Any]], list[str]]:
+    """The cells of the run store at ``out`` and its unfinished runs."""
+    store = RunStore(Path(out))
+    if not store.root.is_dir():
+        raise BenchError(f"no run store at {out}", hint="run the sweep first: bench run --out DIR")
+    return _cells(load_records(store))
+
+
+def record(out: Path, allow_unfinished: bool = False) -> dict[str, Any]:
+    """A baseline of the finished sweep at ``out``."""
+    cells, unfinished = sweep_cells(out)
+    if unfinished and not allow_unfinished:
+        raise BenchError(
+            f"{len(unfinished)} run(s) in {out} are not finished: " + "; ".join(unfinished[:5]),
+            hint="finish them (rerun the same bench run) or pass --allow-unfinished",
+        )
+    if not cells:
+        raise BenchError(f"no finished run in {out}", hint="run the sweep first")
+    return {
+        "format": FORMAT,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "environment": environment(),
+        "tracked": [metric_key(*t) for t in TRACKED],
+        "cells": cells,
+    }
+
+
+def save_baseline(baseline: dict[str, Any], path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_json(path, baseline)
+
+
+def load_baseline(path: Path) -> dict[str, Any]:
+    if not Path(path).is_file():
+        raise BenchError(
+            f"no baseline at {path}",
+            hint="record one: bench regress record --out RUNS -o BASELINE.json",
+        )
+    data = read_json(Path(path))
+    if not isinstance(data, dict) or data.get("format") != FORMAT or "cells" not in data:
+        raise CorruptDataError(
+            f"{path} is not a debias-bench baseline (format {FORMAT})",
+            hint="record it again with bench regress record",
+        )
+    return data
+
+
+@dataclass(frozen=True)
+class Difference:
+    cell: str
+    metric: str
+    baseline: float | None
+    current: float | None
+    status: str  # ok | changed | improved | regressed | missing | new
+
+    @property
+    def diff(self) -> float | None:
+        if self.baseline is None or self.current is None:
+            return None
+        return self.current - self.baseline
+
+
+@dataclass
+class Comparison:
+    differences: list[Difference]
+    tolerance: float
+    notes: list[str]
+
+    @property
+    def failed(self) -> list[Difference]:
+        return [d for d in self.differences if d.status in ("regressed", "missing")]
+
+    def count(self, status: str) -> int:
+        return sum(d.status == status for d in self.differences)
+
+
+def _status(baseline: float, current: float, tolerance: float) -> str:
+    if current < baseline - tolerance:
+        return "regressed"
+    if current > baseline + tolerance:
+        return "improved"
+    return "ok" if current == baseline else "changed"
+
+
+def compare(
+    baseline: dict[str, Any],
+    cells: dict[str, dict[str, Any]],
+    tolerance: float = DEFAULT_TOLERANCE,
+    unfinished: list[str] | None = None,
+) -> Comparison:
+    """Every tracked metric of every baseline cell against the new sweep's ``cells``."""
+    if tolerance < 0:
+        raise BenchError(f"tolerance must be >= 0, not {tolerance}")
+    out: list[Difference] = []
+    for key, base in baseline["cells"].items():
+        now = cells.get(key)
+        if now is None:
+            out.append(Difference(key, "(cell)", None, None, "missing"))
+            continue
+        for metric, value in base["metrics"].items():
+            current = now["metrics"].get(metric)
+            if current is None:
+                out.append(Difference(key, metric, value, None, "missing"))
+            else:
+                out.append(
+                    Difference(key, metric, value, current, _status(value, current, tolerance))
+                )
+    out += [
+        Difference(key, "(cell)", None, None, "new")
+        for key in cells
+        if key not in baseline["cells"]
+    ]
+    notes = [f"not finished in the new sweep: {line}" for line in unfinished or []]
+    env, here = baseline.get("environment", {}), environment()
+    for name in ("torch", "device", "machine"):
+        if env.get(name) != here.get(name):
+            notes.append(
+                f"environment differs: {name} {env.get(name)} in the baseline, {here.get(name)} "
+                "here; numbers may move for that reason alone (raise --tolerance or re-record)"
+            )
+    return Comparison(out, tolerance, notes)
