@@ -44,9 +44,15 @@ from debias_bench.registry import register_method
 
 
 def end_regularisers(
-    features: torch.Tensor, labels: torch.Tensor, biases: torch.Tensor, par_pairs: str = "all"
+    features: torch.Tensor,
+    labels: torch.Tensor,
+    biases: torch.Tensor,
+    par_pairs: str = "all",
+    num_biases: int = 0,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(R_perp, R_par)`` of L2-normalised ``features`` (``N x D``), as defined above."""
+    """``(R_perp, R_par)`` of L2-normalised ``features`` (``N x D``), as defined above.
+
+    ``num_biases``: the number of bias values (needed when a batch has fewer samples)."""
     if par_pairs not in ("all", "official"):
         raise ValueError(f"par_pairs must be 'all' or 'official', not {par_pairs!r}")
     n = len(features)
@@ -54,7 +60,8 @@ def end_regularisers(
     gram = (features @ features.t()).clamp(-1, 1)
 
     same_bias = (biases[:, None] == biases[None, :]) & below
-    per_bias = torch.zeros(n, dtype=gram.dtype, device=gram.device)
+    # one sum per bias value; sized without reading the labels (no device sync)
+    per_bias = torch.zeros(max(n, num_biases), dtype=gram.dtype, device=gram.device)
     per_bias = per_bias.index_add(0, biases, (gram * same_bias).sum(dim=1))  # row i has bias b_i
     pairs_perp = same_bias.sum()
     r_perp = per_bias.abs().sum() / pairs_perp if pairs_perp > 0 else gram.new_zeros(())
@@ -106,7 +113,7 @@ class EnD(Method):
     def update(self, batch: Batch) -> dict[str, torch.Tensor]:
         d = self.model.features(batch.x)
         ce = F.cross_entropy(self.model.head(d), batch.y)
-        r_perp, r_par = end_regularisers(d, batch.y, batch.b, self.par_pairs)
+        r_perp, r_par = end_regularisers(d, batch.y, batch.b, self.par_pairs, self.spec.num_biases)
         loss = ce + self.alpha * r_perp + self.beta * r_par
         self.step(loss, (self.optimizer, self.scheduler))
         return {

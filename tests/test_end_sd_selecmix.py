@@ -105,6 +105,13 @@ def test_end_without_pairs_is_zero():
     assert r_perp.item() == 0 and r_par.item() == 0  # no same-bias pair, no same-class pair
 
 
+def test_end_batch_smaller_than_the_number_of_biases():
+    """A last batch of 2 samples with bias values up to 9 (Corrupted CIFAR-10) is fine."""
+    d = F.normalize(torch.randn(2, 4), dim=1)
+    r_perp, _ = end_regularisers(d, torch.tensor([3, 3]), torch.tensor([9, 9]), "all", 10)
+    assert r_perp.item() == pytest.approx(abs((d[0] @ d[1]).item()), abs=1e-6)
+
+
 def test_end_gradients_pull_and_push():
     """R_par pulls a same-class different-bias pair together, R_perp pushes a same-bias pair
     apart: one gradient step on each increases / decreases their cosine."""
