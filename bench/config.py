@@ -79,20 +79,27 @@ PRESETS: dict[str, dict[str, Any]] = {
         "datasets": {"bar": {"backbone": "resnet18"}},
     },
     # regression checks in CI (`bench regress`): a small fixed subset of every dataset, a short
-    # schedule, one thread per run (identical numbers on any core count), well under a minute
-    # per run on one CPU core; the 224-px sets are read at 64 px by a scratch ResNet-18
+    # schedule, one thread per run (identical numbers on any core count), a few seconds per run
+    # on one CPU core: the image sets are read at 16 px by the paper's ResNet-20
     "ci": {
-        "steps": 120,
-        "eval_every": 60,
+        "steps": 100,
+        "eval_every": 50,
         "eval_limit": 1000,
         "eval_batch_size": 500,
         "num_threads": 1,
         "datasets": {
             "cmnist": {"train_limit": 6000, "batch_size": 256, "steps": 240, "eval_every": 120},
-            "cifar10c": {"batch_size": 64, "image_size": 16},
-            "bffhq": {"batch_size": 32, "image_size": 64, "train_limit": 800},
-            "dogs_and_cats": {"batch_size": 32, "image_size": 64},
-            "bar": {"batch_size": 32, "image_size": 64, "backbone": "resnet18"},
+            **{
+                name: {"backbone": "resnet20", "batch_size": 32, "image_size": 16}
+                for name in ("cifar10c", "dogs_and_cats", "bar")
+            },
+            # read-only published folder (no small build): a seeded subset of the train split
+            "bffhq": {
+                "backbone": "resnet20",
+                "batch_size": 32,
+                "image_size": 16,
+                "train_limit": 1000,
+            },
         },
     },
 }

@@ -48,7 +48,7 @@ def render(comparison: Comparison, show_all: bool = False) -> str:
         for d in rows
     ]
     headers = ["status", "cell", "metric", "baseline", "now", "diff"]
-    lines = [tabulate(table, headers=headers, tablefmt="github")] if table else []
+    lines = [tabulate(table, headers, tablefmt="github", disable_numparse=True)] if table else []
     cells = {d.cell for d in comparison.differences if d.status != "new"}
     counts = ", ".join(
         f"{comparison.count(s)} {s}" for s in ("regressed", "missing", "improved", "changed", "new")
