@@ -48,11 +48,18 @@ ENGINE_DEFAULTS: dict[str, Any] = {
     "nc_limit": 10000,  # ... on a seeded subset of this many training samples
     "image_size": None,  # resize every split to this side (short CPU checks; ResNets only)
     "num_threads": None,  # pin the run's CPU threads (results then do not depend on the cores)
+    # speed (debias_bench.acceleration): mixed precision, NHWC weights, torch.compile
+    "amp": "none",
+    "channels_last": "auto",
+    "compile": False,
 }
+
+#: Settings that change speed, not the math: recorded in config.json, never hashed.
+SPEED_KEYS = frozenset({"channels_last", "compile"})
 
 #: Keys added after run ids were first published: at these values they are left out of a
 #: run's hash, so runs recorded before the key existed keep their ids (and stay "done").
-IDENTITY_NEUTRAL_DEFAULTS: dict[str, Any] = {"image_size": None, "num_threads": None}
+IDENTITY_NEUTRAL_DEFAULTS: dict[str, Any] = {"image_size": None, "num_threads": None, "amp": "none"}
 
 #: Engine-wide switches of each protocol; methods add their own under ``protocols:`` in YAML.
 PROTOCOLS: dict[str, dict[str, Any]] = {
@@ -227,7 +234,8 @@ class RunConfig:
         d["hparams"] = {
             k: v
             for k, v in d["hparams"].items()
-            if k not in IDENTITY_NEUTRAL_DEFAULTS or v != IDENTITY_NEUTRAL_DEFAULTS[k]
+            if k not in SPEED_KEYS
+            and (k not in IDENTITY_NEUTRAL_DEFAULTS or v != IDENTITY_NEUTRAL_DEFAULTS[k])
         }
         return d
 

@@ -11,6 +11,7 @@ run sees exactly the batches an uninterrupted one would have seen.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -129,12 +130,22 @@ def to_float(images: torch.Tensor, spec: DatasetSpec) -> torch.Tensor:
     return _normalise(images.permute(0, 3, 1, 2), spec)
 
 
+@functools.cache
+def _moments(
+    mean: tuple[float, ...], std: tuple[float, ...], device: torch.device
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Normalisation constants on ``device``, made once (not a host-to-device copy a batch)."""
+    return (
+        torch.tensor(mean, device=device).view(1, -1, 1, 1),
+        torch.tensor(std, device=device).view(1, -1, 1, 1),
+    )
+
+
 def _normalise(planes: torch.Tensor, spec: DatasetSpec) -> torch.Tensor:
     """uint8 ``N x C x H x W`` -> float in [0, 1], normalised in place (no temporaries)."""
     x = planes.float().div_(255.0)
     if spec.mean is not None and spec.std is not None:
-        mean = torch.tensor(spec.mean, device=x.device).view(1, -1, 1, 1)
-        std = torch.tensor(spec.std, device=x.device).view(1, -1, 1, 1)
+        mean, std = _moments(tuple(spec.mean), tuple(spec.std), x.device)
         x = x.sub_(mean).div_(std)
     return x
 
@@ -203,11 +214,23 @@ def epoch_generator(seed: int, epoch: int) -> torch.Generator:
 
 
 class TrainStream:
-    """Infinite, resumable stream of shuffled training batches."""
+    """Infinite, resumable stream of shuffled training batches.
+
+    On a GPU, a split held in memory (the 28/32-px sets) is copied to the device once, so a
+    batch is a gather on the device with no host-to-device copy; memory-mapped splits stay on
+    the host and only their batches travel."""
 
     def __init__(
         self, split: Split, spec: DatasetSpec, batch_size: int, seed: int, device: torch.device
     ) -> None:
+        if device.type != "cpu" and isinstance(split.images, torch.Tensor):
+            split = Split(
+                split.images.to(device),
+                split.labels.to(device),
+                split.biases.to(device),
+                split.name,
+                split.indices,
+            )
         self.split, self.spec, self.batch_size = split, spec, batch_size
         self.seed, self.device = seed, device
         self.steps_per_epoch = math.ceil(len(split) / batch_size)
@@ -229,6 +252,9 @@ class TrainStream:
     def _batch(self, rows: torch.Tensor, aug: torch.Generator) -> Batch:
         # uint8 goes to the device (4x fewer bytes than float); crop and flip run there on
         # uint8 (black padding, as the official PIL pipelines), then conversion + normalisation
+        resident = self.split.labels.device
+        if resident != rows.device:
+            rows = rows.to(resident, non_blocking=True)
         images = take(self.split.images, rows).to(self.device, non_blocking=True)
         if self.spec.crop_padding or self.spec.hflip:
             images = crop_flip_nhwc(images, self.spec.crop_padding, self.spec.hflip, aug)

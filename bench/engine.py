@@ -23,6 +23,7 @@ import numpy as np
 import torch
 
 from debias_bench import __version__
+from debias_bench.acceleration import accelerate, autocast
 from debias_bench.config import RunConfig
 from debias_bench.data import Splits, TrainStream, resize_split, resized_spec
 from debias_bench.family import DatasetFamily
@@ -225,6 +226,7 @@ def _train(
     run_dir.path.mkdir(parents=True, exist_ok=True)
     hp = config.hparams
     family, splits, stream, method = _setup(config, place, device, data)
+    accelerate(method.modules(), hp, device)
     spec, total_steps = family.spec, method.env.total_steps
     eval_every = int(
         hp["eval_every"] or max(1, round(float(hp["eval_every_epochs"]) * stream.steps_per_epoch))
@@ -270,10 +272,11 @@ def _train(
     nc_split = (
         _limit(splits.train, hp.get("nc_limit"), config.seed + 3) if hp.get("track_nc") else None
     )
+    method.train_mode()
     while step < total_steps:
         tick = time.perf_counter()
-        method.train_mode()
-        scalars = method.update(next(batches))
+        with autocast(hp, device):
+            scalars = method.update(next(batches))
         for key, value in scalars.items():
             sums[key] = sums.get(key, 0.0) + (value.detach() if torch.is_tensor(value) else value)
         count += 1
@@ -282,16 +285,18 @@ def _train(
         progress.advance(step)
         if step % eval_every == 0 or step == total_steps:
             method.eval_mode()
-            record = {
-                "step": step,
-                "epoch": step / stream.steps_per_epoch,
-                "train": {k: float(v) / max(count, 1) for k, v in sums.items()},
-                "valid": evaluate_split(method.predict, splits.valid, spec, eval_bs, device),
-                "test": evaluate_split(method.predict, splits.test, spec, eval_bs, device),
-                "train_time_s": train_time,
-            }
-            if nc_split is not None:
-                record["nc"] = _neural_collapse(method, nc_split, spec, eval_bs, device)
+            with autocast(hp, device):
+                record = {
+                    "step": step,
+                    "epoch": step / stream.steps_per_epoch,
+                    "train": {k: float(v) / max(count, 1) for k, v in sums.items()},
+                    "valid": evaluate_split(method.predict, splits.valid, spec, eval_bs, device),
+                    "test": evaluate_split(method.predict, splits.test, spec, eval_bs, device),
+                    "train_time_s": train_time,
+                }
+                if nc_split is not None:
+                    record["nc"] = _neural_collapse(method, nc_split, spec, eval_bs, device)
+            method.train_mode()
             sums, count = {}, 0
             tracker.update(record)
             run_dir.append_metrics(record)

@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 
+from debias_bench.acceleration import full_precision
 from debias_bench.data import Batch, DatasetSpec, Splits
 from debias_bench.errors import ConfigError
 from debias_bench.optim import make_optimizer, make_scheduler
@@ -95,14 +96,16 @@ class Method(ABC):
 
     @staticmethod
     def step(loss: torch.Tensor, *pairs: tuple[torch.optim.Optimizer, Any]) -> None:
-        """Backward once, then step each (optimizer, scheduler-or-None) pair."""
-        for optimizer, _ in pairs:
-            optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        for optimizer, scheduler in pairs:
-            optimizer.step()
-            if scheduler is not None:
-                scheduler.step()
+        """Backward once, then step each (optimizer, scheduler-or-None) pair (in full
+        precision when the forward pass ran under autocast)."""
+        with full_precision(loss.device):
+            for optimizer, _ in pairs:
+                optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            for optimizer, scheduler in pairs:
+                optimizer.step()
+                if scheduler is not None:
+                    scheduler.step()
 
     def modules(self) -> Iterator[nn.Module]:
         return (v for v in vars(self).values() if isinstance(v, nn.Module))

@@ -12,18 +12,17 @@ from debias_bench.data import DatasetSpec, Split, eval_batches
 SELECTIONS = ("last", "best_valid", "best_test")
 
 
-@torch.no_grad()
+@torch.inference_mode()
 def predict_labels(
     predict: Any, split: Split, spec: DatasetSpec, batch_size: int, device: torch.device
 ) -> torch.Tensor:
-    """Arg-max predictions of ``predict(x) -> logits`` over a split, on the CPU."""
-    preds = [
-        predict(batch.x).argmax(1).cpu() for batch in eval_batches(split, spec, batch_size, device)
-    ]
-    return torch.cat(preds) if preds else torch.empty(0, dtype=torch.long)
+    """Arg-max predictions of ``predict(x) -> logits`` over a split, on the CPU (gathered on
+    the device and copied once: one synchronisation per split, not one per batch)."""
+    preds = [predict(batch.x).argmax(1) for batch in eval_batches(split, spec, batch_size, device)]
+    return torch.cat(preds).cpu() if preds else torch.empty(0, dtype=torch.long)
 
 
-@torch.no_grad()
+@torch.no_grad()  # not inference mode: the NC analysis works on these tensors in place
 def collect_features(
     features: Any, split: Split, spec: DatasetSpec, batch_size: int, device: torch.device
 ) -> torch.Tensor:
