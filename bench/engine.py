@@ -26,7 +26,7 @@ from debias_bench import __version__
 from debias_bench.acceleration import accelerate, autocast
 from debias_bench.config import RunConfig
 from debias_bench.data import Splits, TrainStream, resize_split, resized_spec
-from debias_bench.family import DatasetFamily
+from debias_bench.family import DatasetFamily, build_lock
 from debias_bench.method import Method, TrainEnv
 from debias_bench.metrics import SelectionTracker, collect_features, evaluate_split
 from debias_bench.nc import neural_collapse_by_alignment
@@ -89,7 +89,8 @@ def load_data(config: RunConfig, place: DataPlace) -> tuple[DatasetFamily, Split
             place.raw_root, place.data_root, **config.data_options
         )
         _DATA_CACHE.clear()
-        _DATA_CACHE[key] = (family, family.load(config.ratio))
+        with build_lock(family):
+            _DATA_CACHE[key] = (family, family.load(config.ratio))
     family, splits = _DATA_CACHE[key]
     hp = config.hparams
     subset_seed = int(config.data_options.get("data_seed", 0))  # same subset for every method

@@ -12,13 +12,16 @@ so an interrupted build never leaves a half-written dataset behind.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import inspect
 import json
 import os
 import shutil
+import sys
 from abc import ABC, abstractmethod
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -89,6 +92,27 @@ class DatasetFamily(ABC):
                 f"{self.spec.name} has no bias-conflicting ratio {ratio:g}%; valid ratios: {valid}"
             )
         return ratio
+
+
+@contextlib.contextmanager
+def build_lock(family: DatasetFamily) -> Iterator[None]:
+    """One process at a time prepares (and first reads) a family in a data root: the workers
+    of a sweep (or Slurm jobs sharing the data root) that start on an unbuilt dataset wait for
+    the first one's build instead of writing the same staging folder at once."""
+    folder = family.data_root / family.spec.name
+    folder.mkdir(parents=True, exist_ok=True)
+    fd = os.open(folder / ".build.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print(f"waiting for another process preparing {family.spec.name}...", file=sys.stderr)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError:  # no lock support (some network file systems): go on unlocked
+            pass
+        yield
+    finally:
+        os.close(fd)  # releases the lock
 
 
 def ratio_dirname(ratio: float) -> str:

@@ -11,7 +11,7 @@ from tabulate import tabulate
 
 from debias_bench import paths
 from debias_bench.errors import BenchError
-from debias_bench.family import describe_dataset
+from debias_bench.family import build_lock, describe_dataset
 from debias_bench.registry import DATASETS
 
 from .common import data_args, floats
@@ -28,7 +28,8 @@ def cmd_data(args: argparse.Namespace) -> int:
     for name in names:
         try:
             family = _family(name, args)
-            folder = family.prepare(floats(args.ratios) if args.ratios else None)
+            with build_lock(family):
+                folder = family.prepare(floats(args.ratios) if args.ratios else None)
         except BenchError as exc:
             if len(names) == 1:
                 raise
