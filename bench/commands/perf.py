@@ -1,0 +1,445 @@
+"""`bench perf`: steps per second and peak memory of each method on each dataset, next to a bare
+PyTorch loop doing Vanilla's training on the same tensors, and the paper grid's projected time.
+
+How cells are measured (synthetic data, subprocesses, the timed window, the budget) and the cost
+model are described in ``debias_bench.perf``. Here: the plan of cells, the table and the JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+from tabulate import tabulate
+
+from debias_bench.config import PROTOCOLS, RunConfig
+from debias_bench.engine import resolve_device
+from debias_bench.errors import ConfigError
+from debias_bench.launchers.plugins import plugins_for
+from debias_bench.perf import (
+    BARE,
+    PAPER_SEEDS,
+    Cell,
+    Measurement,
+    Projection,
+    describe_device,
+    median_ms,
+    project,
+    run_cell_subprocess,
+)
+from debias_bench.registry import DATASETS, METHODS
+
+#: harness Vanilla's speed as a fraction of the bare loop's that counts as on target
+TARGET = 0.90
+BARE_LABEL = "bare PyTorch loop"
+
+Key = tuple[str, str]  # (dataset, method)
+
+
+def plan_cells(datasets: list[str], methods: list[str], repeats: int, **common: Any) -> list[Cell]:
+    """Per dataset: the bare loop and harness Vanilla alternately ``repeats`` times each (so
+    drifting machine load hits both alike), then every other method once."""
+    cells = []
+    for dataset in datasets:
+        for _ in range(repeats):
+            cells += [Cell(dataset, BARE, **common), Cell(dataset, "vanilla", **common)]
+        cells += [Cell(dataset, m, **common) for m in methods if m != "vanilla"]
+    return cells
+
+
+def run_plan(
+    cells: list[Cell],
+    report: Callable[[str], None] = lambda line: None,
+    timeout_s: float | None = None,
+) -> list[Measurement]:
+    """Measure every cell in its own process (stopped after ``timeout_s``), reporting a line
+    per finished cell."""
+    found = []
+    seen: dict[Key, int] = {}
+    for i, cell in enumerate(cells, 1):
+        key = (cell.dataset, cell.method)
+        seen[key] = seen.get(key, 0) + 1
+        started = time.perf_counter()
+        m = run_cell_subprocess(cell, timeout_s)
+        found.append(m)
+        repeat = f" #{seen[key]}" if cell.method in (BARE, "vanilla") else ""
+        what = m.error or (
+            f"{m.ms_per_step:.1f} ms/step over {m.timed_steps} steps, {m.peak_mb:.0f} MB"
+        )
+        took = time.perf_counter() - started
+        report(f"[{i}/{len(cells)}] {cell.dataset} {cell.method}{repeat}: {what} ({took:.0f} s)")
+    return found
+
+
+def group(measurements: list[Measurement]) -> dict[Key, list[Measurement]]:
+    out: dict[Key, list[Measurement]] = {}
+    for m in measurements:
+        out.setdefault((m.dataset, m.method), []).append(m)
+    return out
+
+
+def summarise(measurements: list[Measurement]) -> list[dict[str, Any]]:
+    """One row per (dataset, method): median ms/step over repeats, ratio to harness Vanilla,
+    largest peak memory; the error when no repeat succeeded."""
+    groups = group(measurements)
+    rows = []
+    for (dataset, method), ms in groups.items():
+        ok = [m for m in ms if not m.error]
+        median = median_ms(ok)
+        vanilla = median_ms(groups.get((dataset, "vanilla"), []))
+        first = (ok or ms)[0]
+        rows.append(
+            {
+                "dataset": dataset,
+                "method": method,
+                "backbone": first.backbone,
+                "batch_size": first.batch_size,
+                "repeats": len(ok),
+                "timed_steps": [m.timed_steps for m in ok],
+                "ms_per_step": median,
+                "steps_per_s": 1000.0 / median if median else None,
+                "x_vanilla": median / vanilla if median and vanilla else None,
+                "peak_mb": max((m.peak_mb for m in ok), default=None),
+                "start_mb": min((m.start_mb for m in ok), default=None),
+                "error": None if ok else first.error,
+            }
+        )
+    return rows
+
+
+def harness_vs_bare(measurements: list[Measurement]) -> dict[str, dict[str, float]]:
+    """Per dataset: median ms/step of the bare loop and of harness Vanilla, and the harness's
+    speed as a fraction of the bare loop's (bare ms / harness ms)."""
+    groups = group(measurements)
+    out = {}
+    for dataset in dict.fromkeys(m.dataset for m in measurements):
+        bare = median_ms(groups.get((dataset, BARE), []))
+        harness = median_ms(groups.get((dataset, "vanilla"), []))
+        if bare and harness:
+            out[dataset] = {"bare_ms": bare, "harness_ms": harness, "speed": bare / harness}
+    return out
+
+
+def _num(value: float | None, digits: int = 1) -> str:
+    return "" if value is None else f"{value:,.{digits}f}"
+
+
+def _steps(row: dict[str, Any]) -> str:
+    """Steps timed per repeat: ``30``, ``3 x 30``, or ``30/12/30`` when they differ."""
+    steps = row["timed_steps"]
+    if len(set(steps)) > 1:
+        return "/".join(map(str, steps))
+    return f"{len(steps)} x {steps[0]}" if len(steps) > 1 else "".join(map(str, steps))
+
+
+def _growth(row: dict[str, Any]) -> str:
+    if row["peak_mb"] is None:
+        return ""
+    return f"+{row['peak_mb'] - row['start_mb']:,.0f}"
+
+
+#: the table's columns: header and how a summary row shows in it
+COLUMNS: list[tuple[str, Callable[[dict[str, Any]], str]]] = [
+    ("dataset", lambda r: r["dataset"]),
+    ("method", lambda r: BARE_LABEL if r["method"] == BARE else r["method"]),
+    ("backbone", lambda r: r["backbone"]),
+    ("batch", lambda r: str(r["batch_size"] or "")),
+    ("steps timed", _steps),
+    ("ms/step", lambda r: _num(r["ms_per_step"])),
+    ("steps/s", lambda r: _num(r["steps_per_s"], 2)),
+    ("x Vanilla", lambda r: "" if r["x_vanilla"] is None else f"{r['x_vanilla']:.2f}x"),
+    ("peak MB", lambda r: _num(r["peak_mb"], 0)),
+]
+
+
+def render_table(rows: list[dict[str, Any]], rss: bool = True) -> str:
+    """The summary rows as a table; with ``rss`` (CPU) the growth over the process's memory
+    after imports too, and a note column when a cell failed or was skipped."""
+    columns = list(COLUMNS)
+    if rss:
+        columns.append(("over start MB", _growth))
+    if any(r["error"] for r in rows):
+        columns.append(("note", lambda r: r["error"] or ""))
+    table = [[show(r) for _, show in columns] for r in rows]
+    headers = [name for name, _ in columns]
+    return tabulate(table, headers=headers, tablefmt="github", disable_numparse=True)
+
+
+def render_comparison(comparison: dict[str, dict[str, float]], repeats: int) -> list[str]:
+    lines = []
+    for dataset, c in comparison.items():
+        verdict = "" if c["speed"] >= TARGET else "  << below target"
+        how = f"medians of {repeats} alternating repeats" if repeats > 1 else "one run each"
+        lines.append(
+            f"{dataset}: harness Vanilla vs bare loop: {c['speed']:.2f}x the bare loop's speed "
+            f"(target >= {TARGET:.2f}); {c['harness_ms']:.1f} vs {c['bare_ms']:.1f} ms/step, "
+            f"{how}{verdict}"
+        )
+    return lines
+
+
+def duration(seconds: float) -> str:
+    """Seconds in the largest unit that keeps the number readable."""
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= 2 * size:
+            return f"{seconds / size:,.1f} {unit}"
+    return f"{seconds:,.0f} s"
+
+
+def render_projection(projection: Projection, detailed: bool) -> list[str]:
+    lines = []
+    if detailed:
+        vanilla = {c.dataset: c.total_seconds for c in projection.cells if c.method == "vanilla"}
+        table = [
+            [
+                c.dataset,
+                c.method,
+                "/".join(f"{s:,}" for s in sorted(set(c.steps_per_run))),
+                _num(c.ms_per_step),
+                duration(max(c.run_seconds)),
+                c.runs,
+                duration(c.total_seconds),
+                f"{c.total_seconds / vanilla[c.dataset]:.2f}x" if vanilla.get(c.dataset) else "",
+            ]
+            for c in projection.cells
+        ]
+        headers = [
+            "dataset",
+            "method",
+            "steps/run",
+            "ms/step",
+            "time/run",
+            "runs",
+            "total",
+            "x Vanilla",
+        ]
+        lines += ["", tabulate(table, headers=headers, tablefmt="github", disable_numparse=True)]
+    runs = sum(c.runs for c in projection.cells)
+    seeds = projection.cells[0].seeds if projection.cells else PAPER_SEEDS
+    lines.append(
+        f"projected paper grid ({runs} runs: these methods x datasets, every ratio, {seeds} "
+        f"seeds, paper preset): {duration(projection.total_seconds)} on one such device"
+    )
+    n = projection.devices
+    if n > 1:
+        lines.append(
+            f"  on {n} devices: {duration(projection.seconds_on(n))} (total / {n}, at least the "
+            f"longest run: {duration(projection.longest_run_seconds)})"
+        )
+    lines.append(
+        "  counts training steps x measured ms/step only; not included: evaluation, preparation "
+        "stages (LfF+BE's committee), dataset builds, process start-up"
+        + ("" if detailed else "; breakdown: --project")
+    )
+    lines += [f"  note: {note}" for note in projection.notes]
+    return lines
+
+
+def render_notes(args: argparse.Namespace, memory: str) -> list[str]:
+    budget = f", fewer where the {args.budget:g} s budget ran out" if args.budget else ""
+    return [
+        f"timed: at least {_plural(args.steps, 'step')} and {args.min_time:g} s per cell after "
+        f"{args.warmup} warmup{budget}; "
+        "outside "
+        "the timed window: model construction, preparation stages (LfF+BE's committee), "
+        "evaluation",
+        "data: synthetic in-memory uint8 tensors shaped like each dataset; each method's paper "
+        "configuration (its backbone and batch size; BAR's pretrained ResNet-18 from scratch)",
+        "x Vanilla: time per step relative to harness Vanilla (SelecMix's step is one big batch "
+        "of batch_size / mini_batch_size optimiser steps)",
+        f"peak MB: {memory} of the cell's own process"
+        + (" (over start: above its RSS after imports)" if memory == "peak RSS" else ""),
+    ]
+
+
+def _plural(n: int, unit: str) -> str:
+    return f"{n} {unit}{'' if n == 1 else 's'}"
+
+
+def _load_note(device: torch.device, threads: int) -> str | None:
+    """A warning when other processes keep the cores busy that the cells' threads need."""
+    if device.type != "cpu" or not hasattr(os, "getloadavg"):
+        return None
+    load, cores = os.getloadavg()[0], os.cpu_count() or 1
+    if load + threads <= cores + 0.25:
+        return None
+    return (
+        f"note: load average {load:.1f} on {cores} cores before starting, and each cell uses "
+        f"{_plural(threads, 'thread')}: timings will be noisy (--threads N below the idle cores "
+        "helps)"
+    )
+
+
+def _check(args: argparse.Namespace) -> None:
+    for name in ("steps", "repeats", "devices"):
+        if getattr(args, name) < 1:
+            raise ConfigError(f"--{name} must be at least 1")
+    for name in ("warmup", "budget", "min_time", "cell_timeout"):
+        if (getattr(args, name) or 0) < 0:
+            raise ConfigError(f"--{name.replace('_', '-')} must not be negative")
+    if args.batch_size is not None and args.batch_size < 1:
+        raise ConfigError("--batch-size must be at least 1")
+    if args.threads is not None and args.threads < 1:
+        raise ConfigError("--threads must be at least 1")
+    if args.project and args.batch_size:
+        raise ConfigError(
+            "--project needs the paper batch sizes", hint="drop --batch-size to project the grid"
+        )
+
+
+def cmd_perf(args: argparse.Namespace) -> int:
+    _check(args)
+    methods = METHODS.resolve(args.methods)
+    datasets = DATASETS.resolve(args.datasets)
+    device = resolve_device(args.device)
+    if device.type == "cuda" and device.index is None:
+        device = torch.device("cuda", torch.cuda.current_device())
+    plugins, sys_path = plugins_for(RunConfig(m, d, 0.0, 0) for d in datasets for m in methods)
+    cells = plan_cells(
+        datasets,
+        methods,
+        args.repeats,
+        steps=args.steps,
+        warmup=args.warmup,
+        protocol=args.protocol,
+        device=str(device),
+        batch_size=args.batch_size,
+        threads=args.threads,
+        budget_s=args.budget or None,
+        min_time_s=args.min_time,
+        plugins=tuple(plugins),
+        sys_path=tuple(sys_path),
+    )
+    where = describe_device(device, args.threads)
+    print(f"bench perf: {len(cells)} cells on {where}, one process each", file=sys.stderr)
+    note = _load_note(device, args.threads or torch.get_num_threads())
+    if note:
+        print(note, file=sys.stderr)
+
+    measurements = run_plan(
+        cells, lambda line: print(line, file=sys.stderr, flush=True), args.cell_timeout or None
+    )
+    rows = summarise(measurements)
+    comparison = harness_vs_bare(measurements)
+    timed = {
+        (r["dataset"], r["method"]): r["ms_per_step"]
+        for r in rows
+        if r["method"] != BARE and r["ms_per_step"]
+    }
+    projection = project(timed, args.protocol, PAPER_SEEDS, args.devices)
+    projection.notes += [
+        f"{r['dataset']} {r['method']}: not measured ({r['error']}), left out"
+        for r in rows
+        if r["method"] != BARE and not r["ms_per_step"] and r["error"]
+    ]
+    memory = next((m.memory for m in measurements if m.memory), "peak RSS")
+
+    print(f"device: {where}; torch {torch.__version__}; protocol {args.protocol}")
+    print(render_table(rows, rss=memory == "peak RSS"))
+    print()
+    for line in render_comparison(comparison, args.repeats) + render_notes(args, memory):
+        print(line)
+    if not args.batch_size:
+        print("\n".join(render_projection(projection, args.project)))
+    if args.json:
+        write_json(Path(args.json), args, where, device, measurements, rows, comparison, projection)
+        print(f"measurements written to {args.json}", file=sys.stderr)
+    failed = [m for m in measurements if m.error and not m.error.startswith("skipped")]
+    return 1 if failed else 0
+
+
+def write_json(
+    path: Path,
+    args: argparse.Namespace,
+    where: str,
+    device: torch.device,
+    measurements: list[Measurement],
+    rows: list[dict[str, Any]],
+    comparison: dict[str, dict[str, float]],
+    projection: Projection,
+) -> None:
+    data = {
+        "device": where,
+        "device_type": device.type,
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "threads": args.threads or torch.get_num_threads(),
+        "protocol": args.protocol,
+        "steps": args.steps,
+        "warmup": args.warmup,
+        "repeats": args.repeats,
+        "budget_s": args.budget or None,
+        "min_time_s": args.min_time,
+        "cell_timeout_s": args.cell_timeout or None,
+        "batch_size_override": args.batch_size,
+        "target_speed": TARGET,
+        "measurements": [m.to_dict() for m in measurements],
+        "summary": rows,
+        "harness_vs_bare": comparison,
+        "projection": None if args.batch_size else projection.to_dict(),
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=2) + "\n")
+
+
+def add(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "perf",
+        help="steps/s and peak memory of each method vs a bare PyTorch loop; the grid's cost",
+        description="Measure, on this device, each method's training speed and peak memory on "
+        "synthetic tensors shaped like each dataset (nothing to download), next to a bare "
+        "PyTorch loop doing Vanilla's training, and project the paper grid's time.",
+    )
+    p.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
+    p.add_argument("--methods", default="all", help="comma list or 'all' (Vanilla always runs)")
+    p.add_argument("--datasets", default="all", help="comma list or 'all'")
+    p.add_argument("--steps", type=int, default=20, help="timed steps per cell (default 20)")
+    p.add_argument("--warmup", type=int, default=5, help="untimed steps first (default 5)")
+    p.add_argument(
+        "--repeats",
+        type=int,
+        default=3,
+        help="bare loop and harness Vanilla, alternately, this many times each; medians "
+        "reported (other methods run once; default 3)",
+    )
+    p.add_argument(
+        "--budget",
+        type=float,
+        default=20.0,
+        help="seconds: a cell's timed window ends after this long and its warmup after a "
+        "quarter of it, at least one step each (slow CPU cells); 0: no limit (default 20)",
+    )
+    p.add_argument(
+        "--min-time",
+        type=float,
+        default=2.0,
+        help="seconds: time more than --steps steps until the window lasts this long, so "
+        "millisecond steps are timed over many (default 2)",
+    )
+    p.add_argument(
+        "--cell-timeout",
+        type=float,
+        default=900.0,
+        help="seconds: stop a cell's process after this long and report it (SelecMix's "
+        "auxiliary CIFAR ResNet-18 on 224-px images takes over 15 min a step on a CPU, and "
+        "17 GB); 0: no limit (default 900)",
+    )
+    p.add_argument("--batch-size", type=int, help="one batch size for every cell")
+    p.add_argument("--threads", type=int, help="CPU threads of every cell (default: torch's)")
+    p.add_argument("--protocol", default="official", choices=list(PROTOCOLS))
+    p.add_argument("--json", metavar="FILE", help="write every measurement as JSON")
+    p.add_argument(
+        "--project", action="store_true", help="the paper grid's projected time, per cell"
+    )
+    p.add_argument(
+        "--devices", type=int, default=1, help="project the grid on this many devices too"
+    )
+    p.set_defaults(func=cmd_perf)

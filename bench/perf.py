@@ -1,0 +1,596 @@
+"""Training speed and peak memory of the harness against a bare PyTorch loop (``bench perf``).
+
+Cells
+    A *cell* is a (dataset, method) pair, or (dataset, :data:`BARE`) for the bare loop. Each
+    cell runs in a fresh subprocess (``python -m debias_bench.perf CELL_JSON``, which prints one
+    JSON line), so its peak memory is its own: on CUDA ``torch.cuda.max_memory_allocated``, on
+    the CPU the process's peak RSS, which includes what Python and torch hold before training.
+    Every cell sets the same thread count (``--threads``) before it starts.
+
+Data
+    Synthetic in-memory tensors shaped like the dataset (its ``DatasetSpec``: image size,
+    channels, classes, biases, normalisation, crop and flip): uint8 ``N x H x W x C`` noise with
+    random labels and bias labels, ``N = min(4096, 8 x batch size)``; nothing is downloaded.
+
+Harness cells
+    ``train_run`` with the paper preset's configuration of the method (its backbone, batch size,
+    optimiser) and three changes: ``steps = warmup + steps``; evaluation only after the last
+    step; and the knobs in :data:`SHORTEN` (LfF+BE's committee, a preparation stage outside the
+    timed window, is one member trained 2 steps; DisEnt's feature swap, its steady state, is on
+    from the start). BAR's ImageNet-pretrained ResNet-18 is replaced by the same network from
+    scratch (weights do not change the speed and need no download).
+
+Bare cells
+    Vanilla written by hand: the same model and optimiser builders and batch size, the same
+    uint8 tensors, its own few lines of data path (epoch permutation, index, to device,
+    random crop + flip on the stored uint8 ``N x H x W x C``, permute, float, normalise) and
+    ``cross_entropy``, ``zero_grad``, ``backward``, ``step``. Official-protocol MLPs divide
+    their input by 255 a second time; that happens inside the shared model (``MLP.forward``),
+    so both loops do it. The model sees the memory layout the harness gives it, an NCHW view
+    of channels-last memory: on a CPU a contiguous NCHW input makes ResNet-20 about 13 %
+    slower, which would hide harness overhead rather than measure it.
+
+Timing
+    :class:`StepTimer` (a ``Progress``) reads the clock after step ``warmup`` and after step
+    ``warmup + steps`` (after ``torch.cuda.synchronize`` on CUDA), or later until the window has
+    lasted ``min_time_s`` (a 10 ms step timed 20 times is mostly noise), so model construction,
+    preparation stages and evaluation are outside the window, and everything the engine does
+    per step (batch building, augmentation, the method's update, loss bookkeeping) is inside.
+    With a time budget (``--budget``) the warmup ends once it has taken a quarter of the budget
+    and the timed window once it has taken the whole budget (at least one step each): a method
+    that needs a minute per step on a CPU (SelecMix's auxiliary ResNet-18) is timed over fewer
+    steps, and the number of steps timed is reported.
+
+Cost model (:func:`project`)
+    A run of the paper configuration takes ``steps x ms/step``, where ``steps`` is the
+    configuration's ``steps`` when set, else ``epochs x ceil(train size / batch size)`` with
+    the training-set sizes of :data:`TRAIN_SIZES`; the grid is the sum over datasets x methods
+    x ratios x seeds. Runs are independent and each uses one device, so N devices take
+    ``max(total / N, longest run)``. Not included: evaluation (every epoch in the paper
+    configurations), preparation stages (LfF+BE's committee: 5 x 1,000 steps plus scoring),
+    dataset builds and process start-up.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from debias_bench.config import RunConfig, make_config, resolve_hparams
+from debias_bench.data import DatasetSpec, Split, Splits
+from debias_bench.engine import DataPlace, Interrupted, Progress, pinned_threads, train_run
+from debias_bench.family import DatasetFamily
+from debias_bench.method import HParams
+from debias_bench.methods.common import make_classifier
+from debias_bench.optim import make_optimizer
+from debias_bench.registry import DATASETS, METHODS
+from debias_bench.store import RunStore
+
+#: the method name of the bare PyTorch loop's cells
+BARE = "bare"
+#: the paper grid's seeds per (method, dataset, ratio)
+PAPER_SEEDS = 3
+
+#: Preparation knobs kept short, and phases switched on from the start, when a method has them.
+SHORTEN: dict[str, Any] = {
+    # LfF+BE: the committee is preparation, outside the timed window: one member, 2 steps; a
+    # threshold of 0 marks every sample pseudo-aligned (on real data most are), so the biased
+    # model trains on whole batches as it mostly does in a real run
+    "committee_members": 1,
+    "committee_agreement": 1,
+    "committee_steps": 2,
+    "committee_valid_every": 1,
+    "committee_threshold": 0.0,
+    "curr_step": 0,  # DisEnt: the feature swap (its steady state) from the first step
+}
+
+#: Training-set size per dataset and ratio (%), for the projection (the paper's data).
+TRAIN_SIZES: dict[str, dict[float, int]] = {
+    # MNIST's 60,000 training images minus the 6,000 held out as valid (datasets/cmnist.py)
+    "cmnist": dict.fromkeys((0.5, 1.0, 2.0, 5.0), 54_000),
+    # CIFAR-10's 50,000 training images minus the 5,000 held out as valid (datasets/cifar10c.py)
+    "cifar10c": dict.fromkeys((0.5, 1.0, 2.0, 5.0), 45_000),
+    # 19,104 aligned + 96 conflicting in DisEnt's 0.5pct release; the other ratios add
+    # round(19,104 r / (100 - r)) conflicting [derived: BiasEnsemble's counts not verified]
+    "bffhq": {0.5: 19_200, 1.0: 19_297, 2.0: 19_494, 5.0: 20_109},
+    # 10,047 aligned + 102 / 529 conflicting (datasets/dogs_and_cats.py)
+    "dogs_and_cats": {1.0: 10_149, 5.0: 10_576},
+    # the release's 1,941 training images + 20 / 103 conflicting (datasets/bar.py)
+    "bar": {1.0: 1_961, 5.0: 2_044},
+}
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One measurement: a method (or :data:`BARE`) on a dataset's synthetic tensors."""
+
+    dataset: str
+    method: str
+    steps: int = 20
+    warmup: int = 5
+    protocol: str = "official"
+    device: str = "cpu"
+    batch_size: int | None = None  # None: the paper configuration's
+    threads: int | None = None  # None: torch's default
+    budget_s: float | None = None  # per phase (see the module docstring); None: no limit
+    min_time_s: float = 0.0  # the timed window lasts at least this long (fast cells)
+    plugins: tuple[str, ...] = ()  # modules registering the method/dataset (tests, plugins)
+    sys_path: tuple[str, ...] = ()
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> Cell:
+        data = json.loads(text)
+        for key in ("plugins", "sys_path"):
+            data[key] = tuple(data.get(key, ()))
+        return cls(**data)
+
+
+@dataclass
+class Measurement:
+    """What a cell measured (or the error that stopped it)."""
+
+    dataset: str
+    method: str
+    backbone: str = ""
+    batch_size: int = 0
+    warmup_steps: int = 0
+    timed_steps: int = 0
+    seconds: float = 0.0
+    peak_mb: float = 0.0
+    start_mb: float = 0.0  # the same quantity before data and models were built
+    memory: str = ""  # what peak_mb is: "peak RSS" or "CUDA max allocated"
+    error: str | None = None  # "skipped: ..." when the method cannot run on the dataset
+
+    @property
+    def ms_per_step(self) -> float:
+        return 1000.0 * self.seconds / self.timed_steps if self.timed_steps else math.nan
+
+    @property
+    def steps_per_s(self) -> float:
+        return self.timed_steps / self.seconds if self.seconds else math.nan
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "ms_per_step": self.ms_per_step, "steps_per_s": self.steps_per_s}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Measurement:
+        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
+
+
+# --------------------------------------------------------------------------- timing
+
+
+class StepTimer(Progress):
+    """Clock reads at the two ends of the timed window; ``done`` tells the loop to stop.
+
+    The window runs from the end of step ``warmup`` to the end of step ``warmup + steps``, or on
+    until it has lasted ``min_time_s``. With ``budget_s``, the warmup ends once it has taken a
+    quarter of the budget and the window once it has taken the whole budget (at least one step
+    each); a first step that alone took the whole budget is timed itself (beside it, one-time
+    costs are negligible) and ends the cell.
+    """
+
+    def __init__(
+        self,
+        warmup: int,
+        steps: int,
+        device: torch.device,
+        budget_s: float | None = None,
+        min_time_s: float = 0.0,
+    ) -> None:
+        self.warmup, self.steps, self.device, self.budget_s = warmup, steps, device, budget_s
+        self.min_time_s = min_time_s
+        self.began = 0.0
+        self.window: list[tuple[int, float]] = []  # (step, time) at the two ends
+
+    def start(self, run_id: str = "", total_steps: int = 0, start_step: int = 0) -> None:
+        self.began = time.perf_counter()
+        if self.warmup == 0:
+            self._mark(0)
+
+    def _over(self, since: float, fraction: float) -> bool:
+        return self.budget_s is not None and time.perf_counter() - since >= fraction * self.budget_s
+
+    def _mark(self, step: int) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        self.window.append((step, time.perf_counter()))
+
+    def advance(self, step: int) -> None:
+        if not self.window:
+            if step == 1 and self.warmup > 0 and self._over(self.began, 1.0):
+                self.window.append((0, self.began))  # one slow step: time it, stop
+                self._mark(step)
+            elif step >= self.warmup or self._over(self.began, 0.25):
+                self._mark(step)
+        elif len(self.window) == 1:
+            first_step, first_time = self.window[0]
+            long_enough = time.perf_counter() - first_time >= self.min_time_s
+            if (step - first_step >= self.steps and long_enough) or self._over(first_time, 1.0):
+                self._mark(step)
+
+    @property
+    def done(self) -> bool:
+        return len(self.window) == 2
+
+    @property
+    def warmup_steps(self) -> int:
+        return self.window[0][0] if self.window else 0
+
+    def timed(self) -> tuple[int, float]:
+        """(steps, seconds) of the timed window."""
+        (a_step, a_time), (b_step, b_time) = self.window
+        return b_step - a_step, b_time - a_time
+
+
+def peak_memory(device: torch.device) -> tuple[float, str]:
+    """(MB, what it is) of this process: CUDA max allocated, or the CPU's peak RSS."""
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device) / 2**20, "CUDA max allocated"
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux, bytes on macOS
+    return rss / (2**20 if sys.platform == "darwin" else 2**10), "peak RSS"
+
+
+# --------------------------------------------------------------------------- synthetic data
+
+
+def synthetic_split(spec: DatasetSpec, n: int, seed: int, name: str) -> Split:
+    """``n`` uint8 noise images of ``spec``'s shape with random labels and bias labels."""
+    g = torch.Generator().manual_seed(seed)
+    h, w = spec.image_size
+    images = torch.randint(0, 256, (n, h, w, spec.channels), dtype=torch.uint8, generator=g)
+    labels = torch.randint(0, spec.num_classes, (n,), generator=g)
+    biases = torch.randint(0, spec.num_biases, (n,), generator=g)
+    return Split(images, labels, biases, name=name)
+
+
+class SyntheticFamily(DatasetFamily):
+    """A dataset family serving synthetic splits of another family's spec (no files)."""
+
+    def __init__(self, spec: DatasetSpec, train_size: int, eval_size: int = 256) -> None:
+        super().__init__(Path("."), Path("."))
+        self.spec = spec  # type: ignore[misc]  # per instance: the family it stands in for
+        self.train_size, self.eval_size = train_size, eval_size
+
+    def prepare(self, ratios: Iterable[float] | None = None) -> Path:
+        return self.data_root
+
+    def load(self, ratio: float) -> Splits:
+        return Splits(
+            train=synthetic_split(self.spec, self.train_size, 0, "train"),
+            valid=synthetic_split(self.spec, self.eval_size, 1, "valid"),
+            test=synthetic_split(self.spec, self.eval_size, 2, "test"),
+        )
+
+    def version(self) -> str:
+        return f"synthetic-{self.spec.name}"
+
+
+def train_size_for(batch_size: int) -> int:
+    """Synthetic training-set size: a few batches per epoch, at most 4096 images."""
+    return min(4096, 8 * batch_size)
+
+
+# --------------------------------------------------------------------------- configuration
+
+
+def cell_overrides(method: str, cell: Cell) -> dict[str, Any]:
+    """The ``--set`` overrides that turn the paper configuration into a timing run."""
+    known = resolve_hparams(method, cell.dataset, cell.protocol)
+    # with a minimum time the timer, not the step count, ends the run (Interrupted)
+    total = cell.warmup + (cell.steps if cell.min_time_s <= 0 else 10**9)
+    overrides: dict[str, Any] = {"steps": total, "eval_every": total + 1}
+    overrides.update({k: v for k, v in SHORTEN.items() if k in known})
+    if known["backbone"] == "resnet18_pretrained":
+        overrides["backbone"] = "resnet18"  # same network; its weights do not change the speed
+    if cell.batch_size:
+        overrides["batch_size"] = cell.batch_size
+    return overrides
+
+
+def cell_config(method: str, cell: Cell) -> RunConfig:
+    """The run config of a harness cell (``method``: the cell's, or vanilla for the bare loop,
+    whose hyperparameters it borrows)."""
+    ratio = DATASETS.get(cell.dataset).spec.ratios[0]
+    overrides = cell_overrides(method, cell)
+    return make_config(method, cell.dataset, ratio, 0, cell.protocol, "paper", None, overrides)
+
+
+# --------------------------------------------------------------------------- the two loops
+
+
+def measure_harness(cell: Cell, device: torch.device) -> Measurement:
+    """Train ``cell.method`` through ``train_run`` on synthetic data and time its steps."""
+    config = cell_config(cell.method, cell)
+    hp = config.hparams
+    spec = DATASETS.get(cell.dataset).spec
+    found = Measurement(cell.dataset, cell.method, hp["backbone"], int(hp["batch_size"]))
+    reason = METHODS.get(cell.method).skip(spec, hp)
+    if reason:
+        found.error = f"skipped: {reason}"
+        return found
+    family = SyntheticFamily(spec, train_size_for(int(hp["batch_size"])))
+    data = (family, family.load(config.ratio))
+    timer = StepTimer(cell.warmup, cell.steps, device, cell.budget_s, cell.min_time_s)
+    with tempfile.TemporaryDirectory(prefix="bench-perf-") as tmp:
+        run_dir = RunStore(Path(tmp)).run(config.run_id)
+        place = DataPlace(Path(tmp), Path(tmp))
+        with contextlib.suppress(Interrupted):  # the budget ended the window before the end
+            train_run(config, run_dir, place, device, timer, lambda _: timer.done, data)
+    found.warmup_steps = timer.warmup_steps
+    found.timed_steps, found.seconds = timer.timed()
+    return found
+
+
+def crop_flip(x: torch.Tensor, padding: int, flip: bool) -> torch.Tensor:
+    """RandomCrop(padding) + horizontal flip of ``N x H x W x C``, one draw per sample."""
+    n, h, w, _ = x.shape
+    dev = x.device
+    if padding:
+        padded = F.pad(x, (0, 0, padding, padding, padding, padding))
+        oy = torch.randint(0, 2 * padding + 1, (n, 1, 1), device=dev)
+        ox = torch.randint(0, 2 * padding + 1, (n, 1, 1), device=dev)
+        rows = oy + torch.arange(h, device=dev).view(1, h, 1)
+        cols = ox + torch.arange(w, device=dev).view(1, 1, w)
+        x = padded[torch.arange(n, device=dev).view(n, 1, 1), rows, cols]
+    if flip:
+        x = torch.where(torch.rand(n, 1, 1, 1, device=dev) < 0.5, x.flip(2), x)
+    return x
+
+
+def bare_loop(
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    train: Split,
+    spec: DatasetSpec,
+    batch_size: int,
+    timer: StepTimer,
+) -> torch.Tensor:
+    """Train until ``timer`` is done, reshuffling each epoch; returns the last loss."""
+    device = next(model.parameters()).device
+    mean = std = None
+    if spec.mean is not None and spec.std is not None:
+        mean = torch.tensor(spec.mean, device=device).view(1, -1, 1, 1)
+        std = torch.tensor(spec.std, device=device).view(1, -1, 1, 1)
+    model.train()
+    timer.start()
+    step, loss = 0, torch.tensor(math.nan)
+    while not timer.done:
+        for rows in torch.randperm(len(train)).split(batch_size):
+            x = train.images[rows].to(device, non_blocking=True)
+            if spec.crop_padding or spec.hflip:
+                x = crop_flip(x, spec.crop_padding, spec.hflip)
+            x = x.permute(0, 3, 1, 2).float().div_(255.0)  # NCHW view of NHWC memory
+            if mean is not None:
+                x = x.sub_(mean).div_(std)
+            y = train.labels[rows].to(device, non_blocking=True)
+            loss = F.cross_entropy(model(x), y)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            step += 1
+            timer.advance(step)
+            if timer.done:
+                break
+    return loss.detach()
+
+
+def measure_bare(cell: Cell, device: torch.device) -> Measurement:
+    """Vanilla's training by hand (same model, optimiser, batch size and tensors)."""
+    hp = HParams(cell_config("vanilla", cell).hparams)
+    spec = DATASETS.get(cell.dataset).spec
+    batch_size = int(hp["batch_size"])
+    train = synthetic_split(spec, train_size_for(batch_size), 0, "train")
+    torch.manual_seed(0)
+    model = make_classifier(spec, hp, device)
+    optimizer = make_optimizer(model.parameters(), hp)
+    timer = StepTimer(cell.warmup, cell.steps, device, cell.budget_s, cell.min_time_s)
+    bare_loop(model, optimizer, train, spec, batch_size, timer)
+    found = Measurement(cell.dataset, BARE, hp["backbone"], batch_size, timer.warmup_steps)
+    found.timed_steps, found.seconds = timer.timed()
+    return found
+
+
+# --------------------------------------------------------------------------- running cells
+
+
+def _import_models() -> None:
+    """Import every method, dataset and torchvision's models now, so that ``start_mb`` (the
+    memory before data and models are built) counts the code."""
+    import torchvision.models  # noqa: F401
+
+    METHODS.names()
+    DATASETS.names()
+
+
+def run_cell(cell: Cell) -> Measurement:
+    """Measure ``cell`` in this process (``run_cell_subprocess`` isolates its memory)."""
+    from debias_bench.launchers.plugins import import_plugins
+
+    import_plugins(cell.plugins, cell.sys_path)
+    _import_models()
+    device = torch.device(cell.device)
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    start_mb = peak_memory(device)[0]
+    measure = measure_bare if cell.method == BARE else measure_harness
+    with pinned_threads(cell.threads):
+        found = measure(cell, device)
+    found.peak_mb, found.memory = peak_memory(device)
+    found.start_mb = start_mb
+    return found
+
+
+def run_cell_subprocess(cell: Cell, timeout_s: float | None = None) -> Measurement:
+    """Measure ``cell`` in a fresh Python process; a failure comes back as ``error``."""
+    command = [sys.executable, "-m", "debias_bench.perf", cell.to_json()]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        return Measurement(
+            cell.dataset, cell.method, error=f"timed out after {timeout_s:g} s (--cell-timeout)"
+        )
+    lines = done.stdout.strip().splitlines()
+    if lines:
+        try:
+            return Measurement.from_dict(json.loads(lines[-1]))
+        except (json.JSONDecodeError, TypeError):
+            pass
+    if done.returncode < 0:  # killed: the OOM killer (memory), or by hand
+        return Measurement(cell.dataset, cell.method, error=f"killed by signal {-done.returncode}")
+    tail = (done.stderr.strip().splitlines() or [f"exit code {done.returncode}"])[-1]
+    return Measurement(cell.dataset, cell.method, error=tail)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Child entry point: measure the cell given as JSON, print the measurement as JSON."""
+    args = sys.argv[1:] if argv is None else argv
+    cell = Cell.from_json(args[0] if args else sys.stdin.read())
+    try:
+        found = run_cell(cell)
+    except Exception as exc:  # reported to the parent as the cell's error
+        traceback.print_exc()
+        found = Measurement(cell.dataset, cell.method, error=f"{type(exc).__name__}: {exc}")
+    print(json.dumps(found.to_dict()), flush=True)
+    return 1 if found.error and not found.error.startswith("skipped") else 0
+
+
+# --------------------------------------------------------------------------- summaries
+
+
+def median_ms(measurements: Iterable[Measurement]) -> float | None:
+    """Median ms/step of the successful measurements (None when there is none)."""
+    values = [m.ms_per_step for m in measurements if not m.error and m.timed_steps]
+    return statistics.median(values) if values else None
+
+
+def describe_device(device: torch.device, threads: int | None = None) -> str:
+    """The device in words: the GPU's name, or the CPU model and thread count."""
+    if device.type == "cuda":
+        return f"CUDA {torch.cuda.get_device_name(device)}"
+    model = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    threads = threads or torch.get_num_threads()
+    return f"CPU {model}, {threads} thread{'' if threads == 1 else 's'}"
+
+
+# --------------------------------------------------------------------------- projection
+
+
+def run_steps(method: str, dataset: str, ratio: float, protocol: str = "official") -> int | None:
+    """Training steps of one paper-configuration run (None: training-set size unknown)."""
+    hp = resolve_hparams(method, dataset, protocol, "paper", ratio=ratio)
+    if hp.get("steps"):
+        return int(hp["steps"])
+    size = TRAIN_SIZES.get(dataset, {}).get(float(ratio))
+    if size is None:
+        return None
+    return int(hp["epochs"]) * math.ceil(size / int(hp["batch_size"]))
+
+
+@dataclass
+class ProjectedCell:
+    """The paper grid's share of one (dataset, method): its runs and their time."""
+
+    dataset: str
+    method: str
+    ms_per_step: float
+    steps_per_run: list[int]  # one entry per ratio
+    seeds: int
+
+    @property
+    def runs(self) -> int:
+        return len(self.steps_per_run) * self.seeds
+
+    @property
+    def run_seconds(self) -> list[float]:
+        return [s * self.ms_per_step / 1000.0 for s in self.steps_per_run]
+
+    @property
+    def total_seconds(self) -> float:
+        return sum(self.run_seconds) * self.seeds
+
+
+@dataclass
+class Projection:
+    """The paper grid's time on ``devices`` devices from measured ms/step."""
+
+    cells: list[ProjectedCell]
+    devices: int = 1
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def total_seconds(self) -> float:
+        return sum(c.total_seconds for c in self.cells)
+
+    @property
+    def longest_run_seconds(self) -> float:
+        return max((max(c.run_seconds, default=0.0) for c in self.cells), default=0.0)
+
+    def seconds_on(self, devices: int) -> float:
+        """Wall time on ``devices`` devices: even division, never below the longest run."""
+        if not self.cells:
+            return 0.0
+        return max(self.total_seconds / max(devices, 1), self.longest_run_seconds)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "devices": self.devices,
+            "seeds": self.cells[0].seeds if self.cells else PAPER_SEEDS,
+            "total_seconds_1_device": self.total_seconds,
+            "seconds_on_devices": self.seconds_on(self.devices),
+            "longest_run_seconds": self.longest_run_seconds,
+            "cells": [
+                {**asdict(c), "runs": c.runs, "total_seconds": c.total_seconds} for c in self.cells
+            ],
+            "notes": self.notes,
+            "excludes": "evaluation, preparation stages, dataset builds, process start-up",
+        }
+
+
+def project(
+    ms_per_step: dict[tuple[str, str], float],
+    protocol: str = "official",
+    seeds: int = PAPER_SEEDS,
+    devices: int = 1,
+) -> Projection:
+    """The paper grid of the measured (dataset, method) pairs: each at every ratio of its
+    dataset, ``seeds`` seeds, ``steps x ms/step`` per run."""
+    cells, notes = [], []
+    for (dataset, method), ms in ms_per_step.items():
+        ratios = DATASETS.get(dataset).spec.ratios
+        steps = [run_steps(method, dataset, r, protocol) for r in ratios]
+        if any(s is None for s in steps):
+            notes.append(f"{dataset} {method}: training-set size unknown, left out")
+            continue
+        cells.append(ProjectedCell(dataset, method, ms, [int(s) for s in steps], seeds))
+    return Projection(cells, devices, notes)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
