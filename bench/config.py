@@ -89,8 +89,8 @@ PRESETS: dict[str, dict[str, Any]] = {
     # schedule, one thread per run (identical numbers on any core count), a few seconds per run
     # on one CPU core: the image sets are read at 16 px by the paper's ResNet-20
     "ci": {
-        "steps": 100,
-        "eval_every": 50,
+        "steps": 60,
+        "eval_every": 30,
         "eval_limit": 1000,
         "eval_batch_size": 500,
         "num_threads": 1,

@@ -2,7 +2,7 @@
 # The project's accuracy regression check: every method on every dataset whose raw data is
 # here, with the `ci` preset, compared with the committed baseline (or recorded as it).
 #
-#   bash scripts/ci_regress.sh check  [RUNS]   # what tests/test_regress_baseline.py runs
+#   bash scripts/ci_regress.sh check  [RUNS]   # what tests/test_regress.py runs
 #   bash scripts/ci_regress.sh record [RUNS]   # after a deliberate change; commit the JSON
 #
 # Needs BENCH_RAW_ROOT (MNIST, CIFAR-10, Dogs & Cats, BAR); RUNS defaults to results/ci-regress.
