@@ -40,9 +40,9 @@ def amp_dtype(setting: Any, device: torch.device) -> torch.dtype | None:
 
 
 @contextlib.contextmanager
-def autocast(hp: Mapping[str, Any], device: torch.device) -> Iterator[None]:
-    """The run's mixed-precision context (a no-op without ``amp``)."""
-    dtype = amp_dtype(hp.get("amp"), device)
+def autocast(dtype: torch.dtype | None, device: torch.device) -> Iterator[None]:
+    """Autocast to ``dtype`` (from :func:`amp_dtype`, resolved once per run, not per step); a
+    no-op for None."""
     if dtype is None:
         yield
         return

@@ -224,12 +224,11 @@ class TrainStream:
         self, split: Split, spec: DatasetSpec, batch_size: int, seed: int, device: torch.device
     ) -> None:
         if device.type != "cpu" and isinstance(split.images, torch.Tensor):
-            split = Split(
-                split.images.to(device),
-                split.labels.to(device),
-                split.biases.to(device),
-                split.name,
-                split.indices,
+            split = dataclasses.replace(
+                split,
+                images=split.images.to(device),
+                labels=split.labels.to(device),
+                biases=split.biases.to(device),
             )
         self.split, self.spec, self.batch_size = split, spec, batch_size
         self.seed, self.device = seed, device
@@ -240,7 +239,9 @@ class TrainStream:
         epoch, offset = divmod(start_step, self.steps_per_epoch)
         while True:
             gen = epoch_generator(self.seed, epoch)
-            order = torch.randperm(len(self.split), generator=gen)
+            # drawn on the CPU (the same order on any device), moved where the split lives
+            # once per epoch, not once per batch
+            order = torch.randperm(len(self.split), generator=gen).to(self.split.labels.device)
             for k in range(offset, self.steps_per_epoch):
                 rows = order[k * self.batch_size : (k + 1) * self.batch_size]
                 # Augmentation draws are keyed by step so that skipping batches on resume
@@ -252,9 +253,6 @@ class TrainStream:
     def _batch(self, rows: torch.Tensor, aug: torch.Generator) -> Batch:
         # uint8 goes to the device (4x fewer bytes than float); crop and flip run there on
         # uint8 (black padding, as the official PIL pipelines), then conversion + normalisation
-        resident = self.split.labels.device
-        if resident != rows.device:
-            rows = rows.to(resident, non_blocking=True)
         images = take(self.split.images, rows).to(self.device, non_blocking=True)
         if self.spec.crop_padding or self.spec.hflip:
             images = crop_flip_nhwc(images, self.spec.crop_padding, self.spec.hflip, aug)

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from debias_bench import __version__
-from debias_bench.acceleration import accelerate, autocast
+from debias_bench.acceleration import accelerate, amp_dtype, autocast
 from debias_bench.config import RunConfig
 from debias_bench.data import Splits, TrainStream, resize_split, resized_spec
 from debias_bench.family import DatasetFamily, build_lock
@@ -228,6 +228,7 @@ def _train(
     hp = config.hparams
     family, splits, stream, method = _setup(config, place, device, data)
     accelerate(method.modules(), hp, device)
+    amp = amp_dtype(hp.get("amp"), device)
     spec, total_steps = family.spec, method.env.total_steps
     eval_every = int(
         hp["eval_every"] or max(1, round(float(hp["eval_every_epochs"]) * stream.steps_per_epoch))
@@ -276,7 +277,7 @@ def _train(
     method.train_mode()
     while step < total_steps:
         tick = time.perf_counter()
-        with autocast(hp, device):
+        with autocast(amp, device):
             scalars = method.update(next(batches))
         for key, value in scalars.items():
             sums[key] = sums.get(key, 0.0) + (value.detach() if torch.is_tensor(value) else value)
@@ -286,7 +287,7 @@ def _train(
         progress.advance(step)
         if step % eval_every == 0 or step == total_steps:
             method.eval_mode()
-            with autocast(hp, device):
+            with autocast(amp, device):
                 record = {
                     "step": step,
                     "epoch": step / stream.steps_per_epoch,

@@ -23,7 +23,8 @@ Harness cells
 Bare cells
     Vanilla written by hand: the same model and optimiser builders and batch size, the same
     uint8 tensors, its own few lines of data path (epoch permutation, index, to device,
-    random crop + flip on the stored uint8 ``N x H x W x C``, permute, float, normalise) and
+    random crop + flip on the stored uint8 ``N x H x W x C``, permute, float, normalise; not the
+    engine's ``crop_flip_nhwc``, so a slow harness data path would show in the ratio) and
     ``cross_entropy``, ``zero_grad``, ``backward``, ``step``. Official-protocol MLPs divide
     their input by 255 a second time; that happens inside the shared model (``MLP.forward``),
     so both loops do it. The model sees the memory layout the harness gives it, an NCHW view

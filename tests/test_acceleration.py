@@ -28,7 +28,7 @@ def test_forward_under_autocast_backward_and_step_in_full_precision():
     model = torch.nn.Linear(4, 3)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     before = model.weight.detach().clone()
-    with autocast({"amp": "bf16"}, CPU):
+    with autocast(amp_dtype("bf16", CPU), CPU):
         out = model(torch.randn(8, 4))
         assert out.dtype == torch.bfloat16
         with full_precision(CPU):
