@@ -52,7 +52,7 @@ def get_ablation(name: str) -> Ablation:
 
 
 def ablation_grids(ablation: Ablation, grid: Any) -> list[Any]:
-    """One copy of ``grid`` (a ``debias_bench.sweep.Grid``) per value of the ablated parameter,
+    """One copy of ``grid`` (a ``debias_bench.grid.Grid``) per value of the ablated parameter,
     restricted to the methods the ablation applies to."""
     methods = [m for m in grid.methods if m in ablation.methods] or list(ablation.methods)
     return [

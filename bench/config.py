@@ -148,7 +148,7 @@ def method_yaml(method: str) -> dict[str, Any]:
     if not path.is_file():
         return {}
     data = yaml.safe_load(path.read_text()) or {}
-    unknown = set(data) - {"defaults", "datasets", "protocols", "presets"}
+    unknown = set(data) - {"defaults", "datasets", "protocols", "presets", "search"}
     if unknown:
         raise ConfigError(f"{path}: unknown top-level keys {sorted(unknown)}")
     return data

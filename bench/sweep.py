@@ -1,4 +1,4 @@
-"""Expanding a grid into runs and executing one run, skipping what is already done.
+"""Executing one run of a sweep, skipping what is already done (the grid: ``debias_bench.grid``).
 
 :func:`run_one` executes a run in the calling process (the ``inline`` launcher calls it
 directly; the ``local`` and ``slurm`` launchers call it in a worker process, see
@@ -24,79 +24,21 @@ import subprocess
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from debias_bench import __version__
-from debias_bench.config import RunConfig, make_config, preset_data_options
+from debias_bench.config import RunConfig
 from debias_bench.engine import DataPlace, Interrupted, Progress, train_run
-from debias_bench.errors import BenchError, ConfigError
+from debias_bench.errors import BenchError
 from debias_bench.registry import DATASETS, METHODS
 from debias_bench.store import Heartbeat, RunDir, RunStore
 
 #: default of ``--max-attempts``
 MAX_ATTEMPTS = 3
-
-
-@dataclass
-class Grid:
-    methods: list[str]
-    datasets: list[str]
-    ratios: list[float] | None  # None: every ratio each dataset supports
-    seeds: list[int]
-    protocol: str = "official"
-    preset: str = "paper"
-    epochs: int | None = None
-    overrides: dict[str, Any] = field(default_factory=dict)
-    data_options: dict[str, Any] = field(default_factory=dict)
-
-
-def expand(grid: Grid) -> tuple[list[RunConfig], list[str]]:
-    """Configs of the grid, and notes on combinations left out (unsupported ratios)."""
-    configs, notes = [], []
-    # every family takes a data seed (the base class keeps options it does not name)
-    known_options = {d: {"data_seed", *DATASETS.get(d).option_names()} for d in grid.datasets}
-    unknown = set(grid.data_options) - set().union(*known_options.values())
-    if unknown:
-        valid = sorted(set().union(*known_options.values()))
-        raise ConfigError(
-            f"unknown data option(s) {', '.join(sorted(unknown))} for {', '.join(grid.datasets)}",
-            hint=f"valid: {', '.join(valid)}",
-        )
-    for dataset in grid.datasets:
-        # an option a dataset does not have (e.g. severity on BAR) is not passed to it
-        options = preset_data_options(grid.preset, dataset)
-        options.update((k, v) for k, v in grid.data_options.items() if k in known_options[dataset])
-        supported = DATASETS.get(dataset).spec.ratios
-        ratios = supported if grid.ratios is None else [r for r in grid.ratios if r in supported]
-        dropped = [r for r in (grid.ratios or []) if r not in supported]
-        if dropped:
-            notes.append(
-                f"{dataset}: no ratio {', '.join(f'{r:g}' for r in dropped)}% "
-                f"(has {', '.join(f'{r:g}' for r in supported)}); left out"
-            )
-        for ratio in ratios:
-            for method in grid.methods:
-                for seed in grid.seeds:
-                    configs.append(
-                        make_config(
-                            method,
-                            dataset,
-                            ratio,
-                            seed,
-                            grid.protocol,
-                            grid.preset,
-                            grid.epochs,
-                            grid.overrides,
-                            options,
-                        )
-                    )
-    if not configs:
-        raise ConfigError("the grid is empty", hint="; ".join(notes) or None)
-    return configs, notes
 
 
 def _git_commit() -> str | None:

@@ -6,8 +6,9 @@ import torch
 from debias_bench.ablations import ABLATIONS, ablation_frame, ablation_grids, get_ablation
 from debias_bench.cli import main
 from debias_bench.errors import UnknownNameError
+from debias_bench.grid import Grid, expand
 from debias_bench.store import RunStore
-from debias_bench.sweep import Grid, expand, run_one
+from debias_bench.sweep import run_one
 
 TINY = {"steps": 4, "eval_every": 4, "batch_size": 32}
 

@@ -132,7 +132,7 @@ def test_ci_preset_reads_small_fixed_subsets(raw_root, data_root):
 def test_resized_reads_keep_labels_and_scale_the_crop(raw_root, data_root):
     config = make_config("vanilla", "cifar10c", 5, 0, preset="ci")
     assert config.data_options == {} and config.hparams["image_size"] == 16
-    from debias_bench.sweep import Grid, expand
+    from debias_bench.grid import Grid, expand
 
     (ci_config,), _ = expand(Grid(["vanilla"], ["cifar10c"], [5.0], [0], preset="ci"))
     assert ci_config.data_options["limit"] == 100  # the preset's small build

@@ -25,13 +25,14 @@ from debias_bench.ablations import ABLATIONS, ablation_grids, get_ablation
 from debias_bench.config import PRESETS, PROTOCOLS, RunConfig, parse_overrides
 from debias_bench.engine import DataPlace, Progress, resolve_device
 from debias_bench.errors import ConfigError
+from debias_bench.grid import Grid, expand
 from debias_bench.launchers import Launcher, schedule
 from debias_bench.launchers.inline import InlineLauncher
 from debias_bench.launchers.local import LocalLauncher
 from debias_bench.launchers.slots import Slot, plan_slots, visible_gpus
 from debias_bench.registry import DATASETS, METHODS
 from debias_bench.store import RunStore
-from debias_bench.sweep import MAX_ATTEMPTS, Grid, Outcome, expand, plan, record_submission
+from debias_bench.sweep import MAX_ATTEMPTS, Outcome, plan, record_submission
 
 from .common import data_args, floats, fmt, ints
 

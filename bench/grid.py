@@ -1,0 +1,68 @@
+"""Expanding a sweep's grid (methods x datasets x ratios x seeds) into run configurations."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from debias_bench.config import RunConfig, make_config, preset_data_options
+from debias_bench.errors import ConfigError
+from debias_bench.registry import DATASETS
+
+
+@dataclass
+class Grid:
+    methods: list[str]
+    datasets: list[str]
+    ratios: list[float] | None  # None: every ratio each dataset supports
+    seeds: list[int]
+    protocol: str = "official"
+    preset: str = "paper"
+    epochs: int | None = None
+    overrides: dict[str, Any] = field(default_factory=dict)
+    data_options: dict[str, Any] = field(default_factory=dict)
+
+
+def expand(grid: Grid) -> tuple[list[RunConfig], list[str]]:
+    """Configs of the grid, and notes on combinations left out (unsupported ratios)."""
+    configs, notes = [], []
+    # every family takes a data seed (the base class keeps options it does not name)
+    known_options = {d: {"data_seed", *DATASETS.get(d).option_names()} for d in grid.datasets}
+    unknown = set(grid.data_options) - set().union(*known_options.values())
+    if unknown:
+        valid = sorted(set().union(*known_options.values()))
+        raise ConfigError(
+            f"unknown data option(s) {', '.join(sorted(unknown))} for {', '.join(grid.datasets)}",
+            hint=f"valid: {', '.join(valid)}",
+        )
+    for dataset in grid.datasets:
+        # an option a dataset does not have (e.g. severity on BAR) is not passed to it
+        options = preset_data_options(grid.preset, dataset)
+        options.update((k, v) for k, v in grid.data_options.items() if k in known_options[dataset])
+        supported = DATASETS.get(dataset).spec.ratios
+        ratios = supported if grid.ratios is None else [r for r in grid.ratios if r in supported]
+        dropped = [r for r in (grid.ratios or []) if r not in supported]
+        if dropped:
+            notes.append(
+                f"{dataset}: no ratio {', '.join(f'{r:g}' for r in dropped)}% "
+                f"(has {', '.join(f'{r:g}' for r in supported)}); left out"
+            )
+        for ratio in ratios:
+            for method in grid.methods:
+                for seed in grid.seeds:
+                    configs.append(
+                        make_config(
+                            method,
+                            dataset,
+                            ratio,
+                            seed,
+                            grid.protocol,
+                            grid.preset,
+                            grid.epochs,
+                            grid.overrides,
+                            options,
+                        )
+                    )
+    if not configs:
+        raise ConfigError("the grid is empty", hint="; ".join(notes) or None)
+    return configs, notes
