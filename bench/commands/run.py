@@ -26,7 +26,7 @@ from debias_bench.config import PRESETS, PROTOCOLS, RunConfig, parse_overrides
 from debias_bench.engine import DataPlace, Progress, resolve_device
 from debias_bench.errors import ConfigError
 from debias_bench.grid import Grid, expand
-from debias_bench.launchers import Launcher, schedule
+from debias_bench.launchers import Launcher, Sweep, schedule
 from debias_bench.launchers.inline import InlineLauncher
 from debias_bench.launchers.local import LocalLauncher
 from debias_bench.launchers.slots import Slot, plan_slots, visible_gpus
@@ -226,6 +226,53 @@ def _handling(signals: list[int], handler: Any) -> Iterator[None]:
             signal.signal(sig, old)
 
 
+def execute(
+    args: argparse.Namespace, configs: list[RunConfig], store: RunStore
+) -> tuple[Sweep, int | None]:
+    """Run ``configs`` into ``store`` through the launcher that ``execution_args`` chose, with
+    the signal handling of ``bench run`` (also ``bench tune``'s); returns the sweep and the
+    signal that stopped it, if any."""
+    place = DataPlace(paths.raw_root(args.raw_root), paths.data_root(args.data_root))
+    stop: dict[str, Any] = {"signal": None}
+    launcher = _launcher(args, store, place, stop, _record_jobs(store))
+    plan(store, configs)  # every run of the sweep is visible to `bench status` from now on
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        if stop["signal"] is not None and args.launcher == "local":
+            launcher.close()  # a second signal: kill the workers now
+        stop["signal"] = signum  # checkpoint at the next step, then exit (SLURM preemption)
+
+    signals = [signal.SIGTERM, signal.SIGUSR1]
+    if args.launcher != "inline":  # inline: Ctrl-C interrupts the run directly
+        signals.append(signal.SIGINT)
+    todo = sum(not store.run(c.run_id).is_done() for c in configs)
+    where = {
+        "inline": f"in this process on {args.device}",
+        "local": f"on {launcher.parallelism()} local worker(s)",
+        "slurm": "on SLURM",
+    }[args.launcher]
+    print(
+        f"{len(configs)} runs ({len(configs) - todo} already done) -> {store.root} "
+        f"{where}, preset {args.preset}, protocol {args.protocol}",
+        file=sys.stderr,
+    )
+    with _handling(signals, on_signal):
+        sweep = schedule(
+            launcher,
+            configs,
+            store,
+            labels=_labels(configs),
+            retry_failed=args.retry_failed,
+            max_attempts=args.max_attempts,
+            fail_fast=args.fail_fast,
+            should_stop=lambda: (
+                stop["signal"] is not None
+                or (args.no_wait and bool(getattr(launcher, "jobs", None)))
+            ),
+        )
+    return sweep, stop["signal"]
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     grid = Grid(
         methods=METHODS.resolve(args.methods),
@@ -252,45 +299,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             done = "done" if store.run(c.run_id).is_done() else "todo"
             print(f"{done}  {c.run_id}")
         return 0
-    place = DataPlace(paths.raw_root(args.raw_root), paths.data_root(args.data_root))
-    stop: dict[str, Any] = {"signal": None}
-    launcher = _launcher(args, store, place, stop, _record_jobs(store))
-    plan(store, configs)  # every run of the sweep is visible to `bench status` from now on
-
-    def on_signal(signum: int, _frame: Any) -> None:
-        if stop["signal"] is not None and args.launcher == "local":
-            launcher.close()  # a second signal: kill the workers now
-        stop["signal"] = signum  # checkpoint at the next step, then exit (SLURM preemption)
-
-    signals = [signal.SIGTERM, signal.SIGUSR1]
-    if args.launcher != "inline":  # inline: Ctrl-C interrupts the run directly
-        signals.append(signal.SIGINT)
-    todo = sum(not store.run(c.run_id).is_done() for c in configs)
-    where = {
-        "inline": f"in this process on {args.device}",
-        "local": f"on {launcher.parallelism()} local worker(s)",
-        "slurm": "on SLURM",
-    }[args.launcher]
-    print(
-        f"{len(configs)} runs ({len(configs) - todo} already done) -> {store.root} "
-        f"{where}, preset {args.preset}, protocol {args.protocol}",
-        file=sys.stderr,
-    )
     overall = time.perf_counter()
-    with _handling(signals, on_signal):
-        sweep = schedule(
-            launcher,
-            configs,
-            store,
-            labels=_labels(configs),
-            retry_failed=args.retry_failed,
-            max_attempts=args.max_attempts,
-            fail_fast=args.fail_fast,
-            should_stop=lambda: (
-                stop["signal"] is not None
-                or (args.no_wait and bool(getattr(launcher, "jobs", None)))
-            ),
-        )
+    sweep, signum = execute(args, configs, store)
     outcomes = sweep.outcomes
     print(summary(outcomes))
     failed = sum(o.state == "failed" for o in outcomes)
@@ -303,10 +313,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"see the errors with `bench status --out {store.root} --failed`", file=sys.stderr)
     if sweep.stopped and sweep.stopped.startswith("detached"):
         print(sweep.stopped.removeprefix("detached: "), file=sys.stderr)
-        return 0 if stop["signal"] is None else 128 + stop["signal"]
-    if stop["signal"] is not None:
+        return 0 if signum is None else 128 + signum
+    if signum is not None:
         print("interrupted: rerun the same command to resume", file=sys.stderr)
-        return 128 + stop["signal"]
+        return 128 + signum
     return 1 if failed or sweep.stopped == "fail-fast" else 0
 
 
@@ -316,6 +326,22 @@ def add(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--datasets", default="cmnist", help="comma list or 'all'")
     run.add_argument("--ratios", help="bias-conflicting %% (default: each dataset's ratios)")
     run.add_argument("--seeds", default="0", help="comma list, e.g. 0,1,2")
+    config_args(run)
+    run.add_argument("--out", default=str(paths.DEFAULT_OUT), help="run store directory")
+    run.add_argument(
+        "--ablation",
+        choices=list(ABLATIONS),
+        help="add the paper's ablation axis: alpha (0..1) or prime (etf, random); "
+        "plot with `bench analyze ablation NAME`",
+    )
+    run.add_argument("--dry-run", action="store_true", help="list the runs and exit")
+    execution_args(run)
+    run.set_defaults(func=cmd_run)
+
+
+def config_args(run: argparse.ArgumentParser) -> None:
+    """How each run of a grid is configured: preset, protocol, overrides, device, data
+    (shared by ``bench run`` and ``bench tune``)."""
     run.add_argument("--preset", default="paper", choices=list(PRESETS))
     run.add_argument(
         "--protocol",
@@ -330,7 +356,6 @@ def add(sub: argparse._SubParsersAction) -> None:
         metavar="KEY=VALUE",
         help="override a hyperparameter (repeatable), e.g. --set lr=1e-3",
     )
-    run.add_argument("--out", default=str(paths.DEFAULT_OUT), help="run store directory")
     run.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
     run.add_argument("--data-seed", type=int, default=0, help="seed of the dataset build")
     run.add_argument(
@@ -340,15 +365,12 @@ def add(sub: argparse._SubParsersAction) -> None:
         help="dataset build/read option (repeatable), e.g. corruptions=type0, severity=4, "
         "source=imported; datasets without the option ignore it",
     )
-    run.add_argument(
-        "--ablation",
-        choices=list(ABLATIONS),
-        help="add the paper's ablation axis: alpha (0..1) or prime (etf, random); "
-        "plot with `bench analyze ablation NAME`",
-    )
-    run.add_argument("--dry-run", action="store_true", help="list the runs and exit")
     data_args(run)
 
+
+def execution_args(run: argparse.ArgumentParser) -> None:
+    """Failures and where runs execute (launcher, workers, SLURM): the flags ``execute`` reads
+    (shared by ``bench run`` and ``bench tune``)."""
     fail = run.add_argument_group("failures")
     fail.add_argument("--retry-failed", action="store_true", help="rerun runs that failed")
     fail.add_argument(
@@ -401,4 +423,3 @@ def add(sub: argparse._SubParsersAction) -> None:
     slurm.add_argument(
         "--no-wait", action="store_true", help="submit and return (follow with bench status)"
     )
-    run.set_defaults(func=cmd_run)
