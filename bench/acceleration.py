@@ -58,8 +58,10 @@ def full_precision(device: torch.device) -> contextlib.AbstractContextManager:
 
 
 def _on(setting: Any, device: torch.device) -> bool:
-    if isinstance(setting, str) and setting.lower() == "auto":
-        return device.type == "cuda"
+    if isinstance(setting, str):
+        if setting.lower() == "auto":
+            return device.type == "cuda"
+        return setting.lower() == "true"
     return bool(setting)
 
 

@@ -41,7 +41,7 @@ class MLP(nn.Module):
 
 
 def _mlp(spec: DatasetSpec, hp: Mapping[str, Any]) -> nn.Module:
-    hidden = tuple(hp.get("mlp_hidden", (100, 100, 100)))
+    hidden = tuple(hp.get("mlp_hidden") or (100, 100, 100))
     return MLP(spec.input_dim, hidden, input_div255=bool(hp.get("input_div255", False)))
 
 

@@ -1,16 +1,23 @@
 """Run configuration: hyperparameter resolution, presets, protocols and run identity.
 
-Hyperparameters of a run are resolved in this order, later layers winning:
+Hyperparameters of a run are resolved in this order, later layers winning (``bench config
+METHOD DATASET`` prints every value with its layer):
 
-1. engine defaults (``ENGINE_DEFAULTS``) and the dataset's default backbone;
+1. declared defaults (``debias_bench.hparams``: the engine's keys and the method's ``HPARAMS``)
+   and the dataset's default backbone;
 2. the protocol's engine-wide switches (``PROTOCOLS``);
-3. the method's YAML: ``defaults``, then ``datasets.<dataset>``, then
-   ``datasets.<dataset>.ratios.<ratio>``, then ``protocols.<protocol>``;
+3. the method's YAML: ``defaults``, then ``datasets.<dataset>`` (or, for a dataset registered
+   with ``recipe="cmnist"`` and no entry of its own, ``datasets.cmnist``), then its
+   ``ratios.<ratio>``, then ``protocols.<protocol>``;
 4. the preset (``PRESETS``), then the method's own adjustments to it: ``presets.<preset>`` and
    ``datasets.<dataset>.presets.<preset>`` in its YAML (e.g. DisEnt's swap start, which is a
    step count, scaled to a short run);
 5. ``--epochs``;
-6. ``--set key=value`` overrides.
+6. tuned values (``bench run --hparams tuned.yaml``);
+7. ``--set key=value`` overrides.
+
+Every value is parsed and checked against its declaration at every layer, so a typo or an
+out-of-range value is an error before any run exists.
 
 A run's id is a hash of everything that defines its result (method, dataset, ratio, seed,
 protocol, dataset options and the resolved hyperparameters); the preset's name, the code
@@ -31,35 +38,8 @@ from typing import Any
 import yaml
 
 from debias_bench.errors import ConfigError, UnknownNameError
+from debias_bench.hparams import ENGINE_HPARAMS, REQUIRED, SPEED_KEYS, HParam, declared, unknown_key
 from debias_bench.registry import DATASETS, METHODS
-
-ENGINE_DEFAULTS: dict[str, Any] = {
-    "batch_size": 256,
-    "epochs": 100,
-    "steps": None,  # when set, overrides epochs
-    "eval_every": None,  # in steps; None: every ``eval_every_epochs`` epochs
-    "eval_every_epochs": 1,
-    "eval_batch_size": 1024,
-    "train_limit": None,  # use a seeded random subset of this many training samples
-    "eval_limit": None,  # evaluate on a seeded random subset of valid/test of this size
-    "input_div255": False,
-    "pretrained_weights": None,  # path of ImageNet weights for resnet18_pretrained
-    "track_nc": False,  # Neural Collapse metrics on training features at every evaluation
-    "nc_limit": 10000,  # ... on a seeded subset of this many training samples
-    "image_size": None,  # resize every split to this side (short CPU checks; ResNets only)
-    "num_threads": None,  # pin the run's CPU threads (results then do not depend on the cores)
-    # speed (debias_bench.acceleration): mixed precision, NHWC weights, torch.compile
-    "amp": "none",
-    "channels_last": "auto",
-    "compile": False,
-}
-
-#: Settings that change speed, not the math: recorded in config.json, never hashed.
-SPEED_KEYS = frozenset({"channels_last", "compile"})
-
-#: Keys added after run ids were first published: at these values they are left out of a
-#: run's hash, so runs recorded before the key existed keep their ids (and stay "done").
-IDENTITY_NEUTRAL_DEFAULTS: dict[str, Any] = {"image_size": None, "num_threads": None, "amp": "none"}
 
 #: Engine-wide switches of each protocol; methods add their own under ``protocols:`` in YAML.
 PROTOCOLS: dict[str, dict[str, Any]] = {
@@ -176,6 +156,126 @@ def _by_ratio(table: dict[Any, Any], ratio: float | None) -> dict[str, Any]:
     return next((v or {} for k, v in table.items() if float(k) == float(ratio)), {})
 
 
+def dataset_recipe(dataset: str) -> str | None:
+    """The registered dataset whose method settings ``dataset`` follows (``recipe=`` at
+    registration), or None."""
+    recipe = DATASETS.entry(dataset).meta.get("recipe")
+    if recipe is not None and recipe not in DATASETS:
+        raise ConfigError(
+            f"dataset {dataset!r} declares recipe={recipe!r}, which is not a registered dataset",
+            hint=f"registered: {', '.join(DATASETS.names())}",
+        )
+    return recipe
+
+
+def method_hparams(method: str) -> dict[str, HParam]:
+    """Every key ``method`` may use: the engine's declarations and the method's own."""
+    return declared(getattr(METHODS.get(method), "HPARAMS", ()))
+
+
+@cache
+def yaml_keys(method: str) -> frozenset[str]:
+    """Every key the method's YAML names, in any layer (``RunConfig.identity`` needs it)."""
+    doc = method_yaml(method)
+    keys: set[str] = set()
+
+    def collect(layer: dict[str, Any] | None) -> None:
+        for key, value in (layer or {}).items():
+            if key in ("ratios", "presets"):
+                for sub in (value or {}).values():
+                    collect(sub)
+            else:
+                keys.add(key)
+
+    collect(doc.get("defaults"))
+    for table in ("datasets", "protocols", "presets"):
+        for layer in (doc.get(table) or {}).values():
+            collect(layer)
+    return frozenset(keys)
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """Resolved hyperparameters and, per key, the layer its value came from."""
+
+    values: dict[str, Any]
+    sources: dict[str, str]
+    recipe: str | None = None  # the dataset whose method settings were used, when not its own
+
+    def rows(self) -> list[tuple[str, Any, str]]:
+        return [(k, self.values[k], self.sources[k]) for k in sorted(self.values)]
+
+
+def recipe_dataset(method: str, dataset: str) -> str | None:
+    """Which dataset's entry of the method's YAML applies to ``dataset``: its own, else its
+    recipe's; None when neither exists (the method then runs with its bare defaults)."""
+    entries = method_yaml(method).get("datasets") or {}
+    if dataset in entries:
+        return dataset
+    recipe = dataset_recipe(dataset)
+    return recipe if recipe in entries else None
+
+
+def resolve_layers(
+    method: str,
+    dataset: str,
+    protocol: str = "official",
+    preset: str = "paper",
+    epochs: int | None = None,
+    overrides: dict[str, Any] | None = None,
+    ratio: float | None = None,
+    tuned: dict[str, Any] | None = None,
+) -> Resolution:
+    """Every hyperparameter of a run with the layer it came from (module docstring's order);
+    each value parsed and checked against its declaration."""
+    spec = DATASETS.get(dataset).spec
+    doc = method_yaml(method)
+    table = method_hparams(method)
+    own = recipe_dataset(method, dataset)
+    per_dataset = dict((doc.get("datasets") or {}).get(own) or {}) if own else {}
+    per_ratio = per_dataset.pop("ratios", None) or {}
+    dataset_presets = per_dataset.pop("presets", None) or {}
+    via = f" (recipe of {dataset})" if own and own != dataset else ""
+    preset_values = dict(_check(preset, PRESETS, "preset"))
+    preset_values.update((preset_values.pop("datasets", None) or {}).get(dataset) or {})
+
+    values: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+
+    def layer(source: str, items: dict[str, Any] | None) -> None:
+        for key, value in (items or {}).items():
+            if key not in table:
+                raise unknown_key(key, table, f"{method} on {dataset}, {source}")
+            values[key] = table[key].parse(value, f"{method} on {dataset}, {source}")
+            sources[key] = source
+
+    defaults = {p.name: p.default for p in table.values() if p.default is not REQUIRED}
+    layer("engine default", defaults)
+    layer(f"dataset {dataset} (default backbone)", {"backbone": spec.backbone})
+    layer(f"protocol {protocol}", _check(protocol, PROTOCOLS, "protocol"))
+    layer(f"{method}.yaml defaults", doc.get("defaults"))
+    layer(f"{method}.yaml datasets.{own}{via}", per_dataset)
+    if ratio is not None:
+        layer(f"{method}.yaml datasets.{own}.ratios.{ratio:g}{via}", _by_ratio(per_ratio, ratio))
+    layer(f"{method}.yaml protocols.{protocol}", (doc.get("protocols") or {}).get(protocol))
+    if "epochs" in preset_values and values.get("steps") is not None:
+        preset_values.setdefault("steps", None)  # a preset length replaces a YAML step count
+    layer(f"preset {preset}", preset_values)
+    layer(f"{method}.yaml presets.{preset}", (doc.get("presets") or {}).get(preset))
+    layer(f"{method}.yaml datasets.{own}.presets.{preset}{via}", dataset_presets.get(preset))
+    if epochs is not None:
+        layer("--epochs", {"epochs": epochs, "steps": None})
+    layer("tuned", tuned)
+    layer("--set", overrides)
+    missing = sorted(k for k, p in table.items() if p.default is REQUIRED and k not in values)
+    if missing:
+        raise ConfigError(
+            f"{method} on {dataset}: no value for {', '.join(missing)}",
+            hint="give it in the method's YAML defaults or with --set KEY=VALUE",
+        )
+    return Resolution(values, sources, recipe=own if own != dataset else None)
+
+
 def resolve_hparams(
     method: str,
     dataset: str,
@@ -185,36 +285,19 @@ def resolve_hparams(
     overrides: dict[str, Any] | None = None,
     ratio: float | None = None,
 ) -> dict[str, Any]:
-    spec = DATASETS.get(dataset).spec
-    doc = method_yaml(method)
-    per_dataset = dict((doc.get("datasets") or {}).get(dataset) or {})
-    per_ratio = per_dataset.pop("ratios", None) or {}
-    dataset_presets = per_dataset.pop("presets", None) or {}
-    hp: dict[str, Any] = {**ENGINE_DEFAULTS, "backbone": spec.backbone}
-    hp.update(_check(protocol, PROTOCOLS, "protocol"))
-    hp.update(doc.get("defaults") or {})
-    hp.update(per_dataset)
-    hp.update(_by_ratio(per_ratio, ratio))
-    hp.update((doc.get("protocols") or {}).get(protocol) or {})
-    preset_values = dict(_check(preset, PRESETS, "preset"))
-    preset_values.update((preset_values.pop("datasets", None) or {}).get(dataset) or {})
-    if "epochs" in preset_values and hp.get("steps") is not None:
-        preset_values.setdefault("steps", None)  # a preset length replaces a YAML step count
-    hp.update(preset_values)
-    hp.update((doc.get("presets") or {}).get(preset) or {})
-    hp.update(dataset_presets.get(preset) or {})
-    if epochs is not None:
-        hp.update(epochs=int(epochs), steps=None)
-    for key, value in (overrides or {}).items():
-        if key not in hp:
-            close = difflib.get_close_matches(key, list(hp), n=1)
-            raise ConfigError(
-                f"--set {key}: {method} on {dataset} has no hyperparameter {key!r}",
-                hint=(f"did you mean {close[0]!r}? " if close else "")
-                + f"known: {', '.join(sorted(hp))}",
-            )
-        hp[key] = value
-    return hp
+    """The resolved values of :func:`resolve_layers`."""
+    return resolve_layers(method, dataset, protocol, preset, epochs, overrides, ratio).values
+
+
+def _left_out_of_identity(method: str, key: str, value: Any) -> bool:
+    """Speed-only keys, and engine keys declared after ids were published while they sit at
+    their default and the method's YAML does not name them (so those ids stay valid)."""
+    if key in SPEED_KEYS:
+        return True
+    param = next((p for p in ENGINE_HPARAMS if p.name == key), None)
+    if param is None or not param.late or value != param.default:
+        return False
+    return key not in yaml_keys(method)
 
 
 @dataclass(frozen=True)
@@ -227,15 +310,16 @@ class RunConfig:
     hparams: dict[str, Any] = field(default_factory=dict)
     data_options: dict[str, Any] = field(default_factory=dict)
     preset: str = "paper"  # recorded, not hashed: its effect is in ``hparams``
+    #: recorded, not hashed: where each value came from, and the recipe dataset if not its own
+    sources: dict[str, str] = field(default_factory=dict)
+    recipe: str | None = None
 
     def identity(self) -> dict[str, Any]:
         d = asdict(self)
-        d.pop("preset")
+        for key in ("preset", "sources", "recipe"):
+            d.pop(key)
         d["hparams"] = {
-            k: v
-            for k, v in d["hparams"].items()
-            if k not in SPEED_KEYS
-            and (k not in IDENTITY_NEUTRAL_DEFAULTS or v != IDENTITY_NEUTRAL_DEFAULTS[k])
+            k: v for k, v in d["hparams"].items() if not _left_out_of_identity(self.method, k, v)
         }
         return d
 
@@ -263,15 +347,18 @@ def make_config(
     epochs: int | None = None,
     overrides: dict[str, Any] | None = None,
     data_options: dict[str, Any] | None = None,
+    tuned: dict[str, Any] | None = None,
 ) -> RunConfig:
-    hp = resolve_hparams(method, dataset, protocol, preset, epochs, overrides, ratio)
+    resolved = resolve_layers(method, dataset, protocol, preset, epochs, overrides, ratio, tuned)
     return RunConfig(
         method=method,
         dataset=dataset,
         ratio=float(ratio),
         seed=int(seed),
         protocol=protocol,
-        hparams=hp,
+        hparams=resolved.values,
         data_options=dict(data_options or {}),
         preset=preset,
+        sources=resolved.sources,
+        recipe=resolved.recipe,
     )

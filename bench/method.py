@@ -19,16 +19,18 @@ from torch import nn
 from debias_bench.acceleration import full_precision
 from debias_bench.data import Batch, DatasetSpec, Splits
 from debias_bench.errors import ConfigError
+from debias_bench.hparams import HParam
 from debias_bench.optim import make_optimizer, make_scheduler
 
 
 class HParams(dict):
-    """Resolved hyperparameters; a missing key names itself and how to set it."""
+    """Resolved hyperparameters. Every declared key is resolved before a run starts, so a
+    missing key is one the method reads without declaring it: a bug in the method."""
 
     def __missing__(self, key: str) -> Any:
         raise ConfigError(
-            f"hyperparameter {key!r} is not set",
-            hint=f"add it to the method's YAML defaults or pass --set {key}=VALUE",
+            f"the method reads hyperparameter {key!r}, which it does not declare",
+            hint=f"add HParam({key!r}, ...) to the method class's HPARAMS",
         )
 
 
@@ -48,6 +50,9 @@ class Method(ABC):
 
     #: set by the registry decorator's caller for messages; informative only
     name: ClassVar[str] = ""
+    #: the method's own hyperparameters (the engine's are in ``debias_bench.hparams``); values
+    #: per dataset, ratio, protocol and preset go in the YAML beside the module
+    HPARAMS: ClassVar[tuple[HParam, ...]] = ()
 
     def __init__(self, spec: DatasetSpec, hp: Mapping[str, Any], env: TrainEnv) -> None:
         self.spec = spec

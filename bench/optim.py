@@ -15,6 +15,9 @@ from torch.optim.lr_scheduler import LRScheduler, StepLR
 
 from debias_bench.errors import ConfigError
 
+#: the optimisers ``optimizer`` (and a method's ``<prefix>optimizer``) may name
+OPTIMIZERS = ("adam", "adamw", "sgd")
+
 
 def make_optimizer(
     params: Iterable[torch.nn.Parameter], hp: Mapping[str, Any], prefix: str = ""

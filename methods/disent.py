@@ -49,11 +49,12 @@ from torch.optim.lr_scheduler import StepLR
 
 from debias_bench.backbones import build_backbone
 from debias_bench.data import Batch
+from debias_bench.hparams import REQUIRED, HParam
 from debias_bench.method import Method
 from debias_bench.registry import register_method
 
-from .ema import SampleLossEMA, relative_difficulty
-from .losses import generalized_ce
+from .ema import LOSS_EMA, SampleLossEMA, relative_difficulty
+from .losses import GCE_Q, generalized_ce
 from .state import StepCounter
 
 
@@ -87,6 +88,17 @@ def disentangled_logits(
     cost="2 encoders",
 )
 class DisEnt(Method):
+    HPARAMS = (
+        GCE_Q,
+        LOSS_EMA,
+        HParam("curr_step", "int", REQUIRED, "feature swap after this step", low=0),
+        HParam("lambda_dis_align", "float", REQUIRED, "weight of the intrinsic CE", low=0),
+        HParam("lambda_swap_align", "float", REQUIRED, "weight of the bias CE", low=0),
+        HParam("lambda_swap", "float", REQUIRED, "weight of the swapped-feature losses", low=0),
+        HParam("use_lr_decay", "bool", REQUIRED, "StepLR every lr_decay_step by lr_gamma"),
+        HParam("lr_decay_step", "int", REQUIRED, "StepLR period in steps", low=1),
+    )  # fmt: skip
+
     def __init__(self, spec, hp, env) -> None:
         super().__init__(spec, hp, env)
         self.intrinsic = self._branch()

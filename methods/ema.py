@@ -7,6 +7,11 @@ from typing import Any
 
 import torch
 
+from debias_bench.hparams import REQUIRED, HParam
+
+#: the per-sample loss EMA factor, declared once for every method that keeps one
+LOSS_EMA = HParam("ema_alpha", "float", REQUIRED, "per-sample loss EMA factor", low=0, high=1)
+
 
 class SampleLossEMA:
     """Exponential moving average of each training sample's loss.

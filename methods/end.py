@@ -39,6 +39,7 @@ from torch import nn
 
 from debias_bench.backbones import build_backbone
 from debias_bench.data import Batch
+from debias_bench.hparams import REQUIRED, HParam
 from debias_bench.method import Method
 from debias_bench.registry import register_method
 
@@ -101,6 +102,13 @@ class NormalizedClassifier(nn.Module):
     cost="1 model + BxB Gram",
 )
 class EnD(Method):
+    HPARAMS = (
+        HParam("alpha", "float", REQUIRED, "weight of R_perp (same-bias pairs)", low=0),
+        HParam("beta", "float", REQUIRED, "weight of R_par (same-class, other-bias pairs)", low=0),
+        HParam("par_pairs", "str", REQUIRED, "R_par pair convention",
+               choices=("official", "all")),
+    )  # fmt: skip
+
     def __init__(self, spec, hp, env) -> None:
         super().__init__(spec, hp, env)
         backbone = build_backbone(self.hp["backbone"], spec, self.hp)

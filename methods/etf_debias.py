@@ -44,6 +44,7 @@ from torch import nn
 
 from debias_bench.backbones import build_backbone
 from debias_bench.data import Batch
+from debias_bench.hparams import REQUIRED, HParam
 from debias_bench.method import Method
 from debias_bench.registry import register_method
 
@@ -84,6 +85,12 @@ class PrimeBank(nn.Module):
     cost="1 model (no auxiliary model)",
 )
 class ETFDebias(Method):
+    HPARAMS = (
+        HParam("alpha", "float", REQUIRED, "weight of the prime reinforcement loss L_RE", low=0),
+        HParam("prime", "str", REQUIRED, "prime features: the simplex ETF or random (Fig. 3b)",
+               choices=("etf", "random")),
+    )  # fmt: skip
+
     @classmethod
     def skip(cls, spec, hp):
         if spec.num_biases > spec.num_classes:

@@ -38,8 +38,8 @@ from debias_bench.method import Method
 from debias_bench.registry import register_method
 
 from .common import make_classifier
-from .ema import SampleLossEMA, relative_difficulty
-from .losses import generalized_ce
+from .ema import LOSS_EMA, SampleLossEMA, relative_difficulty
+from .losses import GCE_Q, generalized_ce
 
 
 @register_method(
@@ -52,6 +52,8 @@ from .losses import generalized_ce
 )
 class LfF(Method):
     """LfF; subclasses change how the biased model is trained (``bias_loss``)."""
+
+    HPARAMS = (GCE_Q, LOSS_EMA)
 
     def __init__(self, spec, hp, env) -> None:
         super().__init__(spec, hp, env)

@@ -42,6 +42,7 @@ import torch
 import torch.nn.functional as F
 
 from debias_bench.data import Batch, Splits
+from debias_bench.hparams import REQUIRED, HParam
 from debias_bench.registry import register_method
 
 from .biased import CommitteeConfig, agreement_mask, committee_probs
@@ -60,6 +61,16 @@ _COMMITTEE_SEED_OFFSET = 104_729  # the committee's batch stream differs from th
     cost="5-model committee + 2 models",
 )
 class LfFBE(LfF):
+    HPARAMS = (
+        *LfF.HPARAMS,
+        HParam("committee_members", "int", REQUIRED, "bias committee size", low=1),
+        HParam("committee_agreement", "int", REQUIRED, "votes that mark a sample aligned", low=1),
+        HParam("committee_steps", "int", REQUIRED, "training steps of each member", low=1),
+        HParam("committee_threshold", "float", REQUIRED, "confidence p(y|x) of a vote", low=0,
+               high=1),
+        HParam("committee_valid_every", "int", REQUIRED, "members' checkpoint cadence", low=1),
+    )  # fmt: skip
+
     def __init__(self, spec, hp, env) -> None:
         super().__init__(spec, hp, env)
         self.pseudo_aligned = SampleMask(env.train_size, self.device)

@@ -5,6 +5,12 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from debias_bench.hparams import REQUIRED, HParam
+
+#: the GCE exponent, declared once for every method with a GCE-trained biased model
+GCE_Q = HParam("q", "float", REQUIRED, "GCE exponent of the biased model", low=0, low_open=True,
+               high=1)  # fmt: skip
+
 
 def generalized_ce(logits: torch.Tensor, target: torch.Tensor, q: float = 0.7) -> torch.Tensor:
     """Per-sample generalised cross-entropy as LfF implements it.

@@ -47,6 +47,7 @@ from torch import nn
 
 from debias_bench.backbones import build_backbone
 from debias_bench.data import Batch
+from debias_bench.hparams import REQUIRED, HParam
 from debias_bench.method import Method
 from debias_bench.registry import register_method
 
@@ -72,6 +73,13 @@ SHORTCUTS = {"onehot": onehot_shortcuts, "etf": simplex_etf, "random": random_pr
     cost="1 model",
 )
 class ShortcutDebias(Method):
+    HPARAMS = (
+        HParam("shortcut", "str", REQUIRED, "fixed vector per bias class",
+               choices=("etf", "onehot", "random")),
+        HParam("shortcut_scale", "float", REQUIRED, "norm of each shortcut vector", low=0,
+               low_open=True),
+    )  # fmt: skip
+
     def __init__(self, spec, hp, env) -> None:
         super().__init__(spec, hp, env)
         self.backbone = build_backbone(self.hp["backbone"], spec, self.hp).to(self.device)

@@ -57,13 +57,14 @@ import torch
 import torch.nn.functional as F
 
 from debias_bench.data import Batch
+from debias_bench.hparams import REQUIRED, HParam
 from debias_bench.method import Method
 from debias_bench.registry import register_method
 
 from .common import make_classifier
 from .contrastive import contradicting_partners, gsc_loss, make_embedding_model, selective_mixup
-from .ema import SampleLossEMA, relative_difficulty
-from .losses import generalized_ce
+from .ema import LOSS_EMA, SampleLossEMA, relative_difficulty
+from .losses import GCE_Q, generalized_ce
 
 PAIRINGS = ("rand", "intra", "inter")
 
@@ -86,6 +87,34 @@ def mini_batches(n: int, size: int) -> list[torch.Tensor]:
     cost="1-2 models + auxiliary ResNet-18 embedding",
 )
 class SelecMix(Method):
+    HPARAMS = (
+        GCE_Q,
+        LOSS_EMA,
+        HParam("base", "str", REQUIRED, "vanilla or LfF training of the debiased model",
+               choices=("vanilla", "lff")),
+        HParam("mix_weight", "float", REQUIRED, "a: weight of CE on the mixed samples", low=0),
+        HParam("clean_weight", "float", REQUIRED, "b: weight of the clean loss", low=0),
+        HParam("pairing", "str", REQUIRED, "partner selection per big batch", choices=PAIRINGS),
+        HParam("strict_pairs", "bool", REQUIRED, "partners always admissible"),
+        HParam("mini_batch_size", "int", REQUIRED, "samples mixed per big batch", low=1),
+        HParam("aux_backbone", "str", REQUIRED, "auxiliary embedding network",
+               choices=("cifar_resnet18", "mlp")),
+        HParam("aux_embed_dim", "int", REQUIRED, "auxiliary embedding size", low=1),
+        HParam("aux_mlp_hidden", "ints", REQUIRED, "hidden sizes of an mlp auxiliary", low=1,
+               nullable=True),
+        HParam("tau", "float", REQUIRED, "GSC temperature", low=0, low_open=True),
+        HParam("gsc_q", "float", REQUIRED, "GSC q (null: plain SupCon)", low=0, high=1,
+               nullable=True),
+        HParam("proj_optimizer", "str", REQUIRED, "optimiser of the auxiliary model",
+               choices=("adam", "adamw", "sgd")),
+        HParam("proj_lr", "float", REQUIRED, "learning rate of the auxiliary model", low=0,
+               low_open=True),
+        HParam("proj_weight_decay", "float", REQUIRED, "weight decay of the auxiliary model",
+               low=0),
+        HParam("proj_momentum", "float", REQUIRED, "SGD momentum of the auxiliary model", low=0,
+               high=1),
+    )  # fmt: skip
+
     def __init__(self, spec, hp, env) -> None:
         super().__init__(spec, hp, env)
         self.base = str(self.hp["base"])

@@ -76,22 +76,22 @@ def test_per_ratio_and_per_preset_layers(monkeypatch):
     import debias_bench.config as config
 
     doc = {
-        "defaults": {"lr": 1.0, "curr_step": 100},
+        "defaults": {"lr": 1.0, "eval_every": 100},
         "datasets": {
             "cmnist": {
                 "lr": 2.0,
                 "ratios": {0.5: {"lr": 3.0}},
-                "presets": {"quick": {"curr_step": 7}},
+                "presets": {"quick": {"eval_every": 7}},
             }
         },
-        "presets": {"smoke": {"curr_step": 1}},
+        "presets": {"smoke": {"eval_every": 1}},
     }
     monkeypatch.setattr(config, "method_yaml", lambda method: doc)
     assert config.resolve_hparams("vanilla", "cmnist", ratio=0.5)["lr"] == 3.0
     assert config.resolve_hparams("vanilla", "cmnist", ratio=1.0)["lr"] == 2.0
-    assert config.resolve_hparams("vanilla", "cmnist", preset="quick")["curr_step"] == 7
-    assert config.resolve_hparams("vanilla", "cmnist", preset="smoke")["curr_step"] == 1
-    assert config.resolve_hparams("vanilla", "cmnist", preset="paper")["curr_step"] == 100
+    assert config.resolve_hparams("vanilla", "cmnist", preset="quick")["eval_every"] == 7
+    assert config.resolve_hparams("vanilla", "cmnist", preset="smoke")["eval_every"] == 1
+    assert config.resolve_hparams("vanilla", "cmnist", preset="paper")["eval_every"] == 100
     assert "ratios" not in config.resolve_hparams("vanilla", "cmnist")
 
 

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -8,6 +9,7 @@ from conftest import assert_close_nested
 
 from debias_bench.config import make_config
 from debias_bench.engine import Interrupted, train_run
+from debias_bench.errors import ConfigError
 from debias_bench.store import RunStore
 from debias_bench.sweep import run_one
 
@@ -82,7 +84,10 @@ def test_sweep_records_failures_and_skips_done_runs(tmp_path, toy_place):
     again = run_one(good, store, toy_place, cpu)
     assert again.state == "done" and not again.ran
 
-    bad = _config("vanilla", optimizer="adagrad")
+    with pytest.raises(ConfigError, match="optimizer='adagrad' is not valid"):
+        _config("vanilla", optimizer="adagrad")  # caught when the grid is expanded
+    # a config that slipped past the checks (an old config.json) fails at run time, recorded
+    bad = dataclasses.replace(good, hparams={**good.hparams, "optimizer": "adagrad"})
     outcome = run_one(bad, store, toy_place, cpu)
     assert outcome.state == "failed" and "unknown optimizer" in outcome.note
     status = store.run(bad.run_id).status()
