@@ -1,0 +1,297 @@
+"""`bench tune`: the same search budget for every method, chosen on validation, rerun on new seeds.
+
+Per method x dataset x ratio (a *cell*): ``--trials N`` configurations (trial 0 is the method's
+own; the others are drawn from its ``search:`` space, see :mod:`debias_bench.tune`), each trained
+on ``--tune-seeds``; the trial with the best validation accuracy wins, and is rerun on
+``--seeds``, which must differ from the tuning seeds (a winner's own search runs would carry the
+luck that made it win). Trials and reruns are ordinary runs of the run store ``--out``: they go
+through the launchers of ``bench run``, are skipped when done, and a rerun of the same command
+resumes. ``--out/tuned.yaml`` records the chosen values (``bench run --hparams``), every trial,
+and the reruns (``bench report``, ``bench analyze tune``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tabulate import tabulate
+
+from debias_bench.config import RunConfig, parse_overrides
+from debias_bench.errors import ConfigError
+from debias_bench.grid import Grid, expand
+from debias_bench.registry import DATASETS, METHODS
+from debias_bench.store import RunStore
+from debias_bench.sweep import Outcome
+from debias_bench.tune import (
+    TUNE_SELECTIONS,
+    TUNED_FILE,
+    CellSearch,
+    Scored,
+    Trial,
+    TunedCell,
+    TunedFile,
+    choose,
+    search_space,
+    valid_score,
+    write_tuned,
+)
+
+from .common import floats, fmt, ints
+from .run import config_args, execute, execution_args
+
+
+@dataclass
+class Cell:
+    """One method x dataset x ratio: its search and the runs of each trial."""
+
+    method: str
+    dataset: str
+    ratio: float
+    search: CellSearch
+    trials: list[tuple[Trial, list[RunConfig]]]
+
+    @property
+    def label(self) -> str:
+        return f"{self.method} {self.dataset} r{self.ratio:g}"
+
+
+def _grid(args: argparse.Namespace, method: str, dataset: str, ratios, seeds, overrides) -> Grid:
+    return Grid(
+        methods=[method],
+        datasets=[dataset],
+        ratios=ratios,
+        seeds=seeds,
+        protocol=args.protocol,
+        preset=args.preset,
+        epochs=args.epochs,
+        overrides=overrides,
+        data_options={"data_seed": args.data_seed, **parse_overrides(args.data_option)},
+    )
+
+
+def plan_cells(args: argparse.Namespace) -> tuple[list[Cell], list[str]]:
+    """Every cell with its trials' run configurations, and notes on ratios left out. The
+    values of ``--set`` are fixed: those keys are not searched."""
+    fixed = parse_overrides(args.set)
+    tune_seeds = ints(args.tune_seeds)
+    ratios = floats(args.ratios) if args.ratios else None
+    cells, notes = [], []
+    for dataset in DATASETS.resolve(args.datasets):
+        for method in METHODS.resolve(args.methods):
+            space = {k: d for k, d in search_space(method, dataset).items() if k not in fixed}
+            if not space:
+                raise ConfigError(f"--set fixes every searched key of {method} on {dataset}")
+            base, more = expand(_grid(args, method, dataset, ratios, tune_seeds[:1], fixed))
+            notes += [n for n in more if n not in notes]
+            for ratio in [c.ratio for c in base]:
+                search = CellSearch(method, dataset, ratio, space, args.sampler_seed)
+                trials = []
+                for trial in search.ask(args.trials):
+                    grid = _grid(args, method, dataset, [ratio], tune_seeds, fixed | trial.values)
+                    trials.append((trial, expand(grid)[0]))
+                cells.append(Cell(method, dataset, ratio, search, trials))
+    return cells, notes
+
+
+def score_cell(cell: Cell, store: RunStore, selection: str) -> list[Scored]:
+    """Each trial's validation scores, read from the run store (never a test metric)."""
+    scored = []
+    for trial, configs in cell.trials:
+        ids = [c.run_id for c in configs]
+        scores = [valid_score(store.run(i).result(), selection) for i in ids]
+        scored.append(Scored(trial, ids, scores))
+    return scored
+
+
+def searched_values(cell: Cell, trial: Trial) -> dict[str, Any]:
+    """The values a trial's runs used for the searched keys (trial 0: the official ones)."""
+    config = cell.trials[trial.index][1][0]
+    return {key: config.hparams[key] for key in cell.search.space}
+
+
+def tuned_cell(cell: Cell, scored: list[Scored], winner: Scored) -> TunedCell:
+    return TunedCell(
+        method=cell.method,
+        dataset=cell.dataset,
+        ratio=cell.ratio,
+        hparams=searched_values(cell, winner.trial),
+        trial=winner.trial.index,
+        valid_accuracy=round(float(winner.mean or 0.0), 4),
+        trials=[
+            {
+                "trial": s.trial.index,
+                "hparams": searched_values(cell, s.trial),
+                "valid_accuracy": None if s.mean is None else round(s.mean, 4),
+                "runs": s.run_ids,
+            }
+            for s in scored
+        ],
+    )
+
+
+def _check_seeds(tune_seeds: list[int], seeds: list[int]) -> None:
+    if not tune_seeds or not seeds:
+        raise ConfigError("--tune-seeds and --seeds need at least one seed each")
+    shared = sorted(set(tune_seeds) & set(seeds))
+    if shared:
+        raise ConfigError(
+            f"seed(s) {', '.join(map(str, shared))} are in both --tune-seeds and --seeds",
+            hint="rerun the winners on seeds the search did not use, e.g. --seeds 1,2,3",
+        )
+
+
+def _stopped(sweep: Any, signum: int | None, phase: str) -> int | None:
+    """The exit code when a phase did not finish in this process (signal or detached)."""
+    if sweep.stopped and sweep.stopped.startswith("detached"):
+        print(sweep.stopped.removeprefix("detached: "), file=sys.stderr)
+        print(f"rerun the same `bench tune` once the {phase} have finished", file=sys.stderr)
+        return 0 if signum is None else 128 + signum
+    if signum is not None:
+        print("interrupted: rerun the same command to resume", file=sys.stderr)
+        return 128 + signum
+    return None
+
+
+def summary(tuned: TunedFile, outcomes: dict[str, Outcome], selection: str) -> str:
+    rows = []
+    for c in tuned.cells:
+        done = [outcomes[r] for r in c.runs if r in outcomes and outcomes[r].result]
+        tests = [o.result["selections"][selection]["test"]["accuracy"] for o in done]
+        rows.append(
+            [
+                c.method,
+                c.dataset,
+                f"{c.ratio:g}",
+                f"{sum(t['valid_accuracy'] is not None for t in c.trials)}/{len(c.trials)}",
+                "official" if c.trial == 0 else c.trial,
+                fmt(c.valid_accuracy),
+                ", ".join(f"{k}={v}" for k, v in c.hparams.items()),
+                f"{len(done)}/{len(c.runs)}",
+                fmt(sum(tests) / len(tests) if tests else None),
+            ]
+        )
+    headers = [
+        "method",
+        "dataset",
+        "ratio",
+        "trials done",
+        "winner",
+        f"valid acc ({selection})",
+        "chosen values",
+        "reruns done",
+        "rerun test acc (mean)",
+    ]
+    return tabulate(rows, headers=headers, tablefmt="github")
+
+
+def cmd_tune(args: argparse.Namespace) -> int:
+    if args.trials < 1:
+        raise ConfigError("--trials must be at least 1")
+    tune_seeds, seeds = ints(args.tune_seeds), ints(args.seeds)
+    _check_seeds(tune_seeds, seeds)
+    cells, notes = plan_cells(args)
+    for note in notes:
+        print(f"note: {note}", file=sys.stderr)
+    store = RunStore(Path(args.out))
+    trial_configs = list(
+        {c.run_id: c for cell in cells for _, cs in cell.trials for c in cs}.values()
+    )
+    if args.dry_run:
+        for cell in cells:
+            for trial, configs in cell.trials:
+                for c in configs:
+                    state = "done" if store.run(c.run_id).is_done() else "todo"
+                    print(f"{state}  {cell.label} trial {trial.index}: {trial.values}  {c.run_id}")
+        return 0
+    print(
+        f"search: {len(cells)} cell(s) x {args.trials} trial(s) x {len(tune_seeds)} seed(s)",
+        file=sys.stderr,
+    )
+    sweep, signum = execute(args, trial_configs, store)
+    code = _stopped(sweep, signum, "trials")
+    if code is not None:
+        return code
+    outcomes = {o.config.run_id: o for o in sweep.outcomes}
+    chosen: list[TunedCell] = []
+    finals: list[RunConfig] = []
+    fixed = parse_overrides(args.set)
+    for cell in cells:
+        scored = score_cell(cell, store, args.selection)
+        for s in scored:
+            cell.search.tell(s.trial.index, s.mean)
+        winner = choose(scored)
+        if winner is None:
+            print(f"note: {cell.label}: no trial finished; no winner", file=sys.stderr)
+            continue
+        tuned = tuned_cell(cell, scored, winner)
+        grid = _grid(args, cell.method, cell.dataset, [cell.ratio], seeds, fixed | tuned.hparams)
+        reruns = expand(grid)[0]
+        tuned.runs = [c.run_id for c in reruns]
+        chosen.append(tuned)
+        finals += reruns
+    tuned_file = TunedFile(
+        protocol=args.protocol,
+        preset=args.preset,
+        selection=args.selection,
+        num_trials=args.trials,
+        tune_seeds=tune_seeds,
+        seeds=seeds,
+        sampler_seed=args.sampler_seed,
+        fixed=fixed,
+        cells=chosen,
+    )
+    path = Path(args.out) / TUNED_FILE
+    write_tuned(path, tuned_file)
+    print(f"wrote {path} ({len(chosen)} cell(s))", file=sys.stderr)
+    failed = sum(o.state == "failed" for o in outcomes.values())
+    if finals:
+        print(f"reruns of the winners on seeds {args.seeds}", file=sys.stderr)
+        sweep, signum = execute(args, finals, store)
+        code = _stopped(sweep, signum, "reruns")
+        if code is not None:
+            return code
+        outcomes.update({o.config.run_id: o for o in sweep.outcomes})
+        failed += sum(o.state == "failed" for o in sweep.outcomes)
+    print(summary(tuned_file, outcomes, args.selection))
+    print(
+        f"\nwinners chosen on validation accuracy ({args.selection} checkpoint); "
+        f"report: `bench report --out {args.out}`",
+        file=sys.stderr,
+    )
+    return 1 if failed or len(chosen) < len(cells) else 0
+
+
+def add(sub: argparse._SubParsersAction) -> None:
+    tune = sub.add_parser(
+        "tune",
+        help="fair tuning: a seeded random search per method, chosen on validation, rerun",
+        description=__doc__.split("\n\n", 1)[1] if __doc__ else None,
+    )
+    tune.add_argument("--methods", default="vanilla,etf_debias", help="comma list or 'all'")
+    tune.add_argument("--datasets", default="cmnist", help="comma list or 'all'")
+    tune.add_argument("--ratios", help="bias-conflicting %% (default: each dataset's ratios)")
+    tune.add_argument(
+        "--trials", type=int, default=10, help="configurations per cell, the official one first"
+    )
+    tune.add_argument("--tune-seeds", default="0", help="training seeds of every trial")
+    tune.add_argument(
+        "--seeds", default="1,2,3", help="seeds of the winners' reruns (not the tuning seeds)"
+    )
+    tune.add_argument(
+        "--selection",
+        default="best_valid",
+        choices=TUNE_SELECTIONS,
+        help="checkpoint whose validation accuracy ranks the trials (never a test metric)",
+    )
+    tune.add_argument(
+        "--sampler-seed", type=int, default=0, help="seed of the hyperparameter draws"
+    )
+    config_args(tune)
+    tune.add_argument("--out", required=True, help="run store; tuned.yaml is written there")
+    tune.add_argument("--dry-run", action="store_true", help="list the trials and exit")
+    execution_args(tune)
+    tune.set_defaults(func=cmd_tune)
