@@ -13,9 +13,9 @@ so an interrupted build never leaves a half-written dataset behind.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
 import hashlib
-import inspect
 import json
 import os
 import shutil
@@ -29,42 +29,153 @@ import numpy as np
 import torch
 
 from debias_bench.data import DatasetSpec, Split, Splits
-from debias_bench.errors import ConfigError, CorruptDataError
+from debias_bench.data_options import DataOption, check_options, declared_options
+from debias_bench.download import Download
+from debias_bench.errors import BenchError, ConfigError, CorruptDataError, DataNotFoundError
+from debias_bench.integrity import check_files, fingerprint_of, manifest_digests, sha256
+
+__all__ = ["DataOption", "DatasetFamily", "sha256"]
 
 
 class DatasetFamily(ABC):
-    """A registered dataset: builds itself from raw sources, loads its splits, verifies them."""
+    """A registered dataset: builds itself from raw sources, loads its splits, verifies them.
+
+    Build/read options are declared as ``DataOption`` class attributes (one place: type,
+    default, allowed values, doc); the constructor checks the options it is given against them
+    and ``self.<option>`` reads a value. A family that stores its splits in the npy layout
+    implements ``prepare`` and ``split_dirs``; ``load`` then checks every file a run reads
+    against the manifest before reading it."""
 
     spec: ClassVar[DatasetSpec]
     #: bump when the build recipe changes, so old prepared data is not silently reused
     build_version: ClassVar[str] = "1"
+    #: splits stay on disk as memory maps (the 224-px sets) instead of in memory
+    memory_mapped: ClassVar[bool] = False
+    #: the builder fetches its raw sources itself when they are absent (MNIST)
+    auto_download: ClassVar[bool] = False
+
+    data_seed = DataOption(
+        int, 0, "seed of the build's random draws (splits, bias assignment)", minimum=0
+    )
 
     def __init__(self, raw_root: Path, data_root: Path, **options: Any) -> None:
         self.raw_root = Path(raw_root)
         self.data_root = Path(data_root)
-        self.options = options
+        declared = declared_options(type(self))
+        given = check_options(type(self), options, self.registered_name())
+        self._option_values = {name: opt.default for name, opt in declared.items()} | given
+        self._verified: dict[tuple[str, ...], dict[str, str]] = {}
+        name = self.registered_name()
+        if name != self.spec.name:  # a subclass registered under its own name
+            self.spec = dataclasses.replace(self.spec, name=name)  # type: ignore[misc]
+
+    @classmethod
+    def registered_name(cls) -> str:
+        """The name this class is registered under (its spec's name while unregistered)."""
+        from debias_bench.registry import DATASETS
+
+        for entry in DATASETS:
+            if entry.obj is cls:
+                return entry.name
+        return cls.spec.name
+
+    @classmethod
+    def data_options(cls) -> dict[str, DataOption[Any]]:
+        """The declared options, by name."""
+        return declared_options(cls)
 
     @classmethod
     def option_names(cls) -> list[str]:
-        """The build/read options its constructors accept (``--data-option KEY=VALUE``)."""
-        names = set()
-        for klass in cls.__mro__:
-            init = klass.__dict__.get("__init__")
-            if init is None:
-                continue
-            for param in inspect.signature(init).parameters.values():
-                named = param.kind in (param.POSITIONAL_OR_KEYWORD, param.KEYWORD_ONLY)
-                if named and param.name not in ("self", "raw_root", "data_root"):
-                    names.add(param.name)
-        return sorted(names)
+        """The build/read options it accepts (``--data-option KEY=VALUE``)."""
+        return list(declared_options(cls))
+
+    def option_values(self) -> dict[str, Any]:
+        """Every option's value for this instance (defaults included)."""
+        return dict(self._option_values)
 
     @abstractmethod
-    def prepare(self, ratios: Iterable[float] | None = None) -> Path:
-        """Build the given ratios (default: all) into the data root; return the folder."""
+    def prepare(self, ratios: Iterable[float] | None = None, force: bool = False) -> Path:
+        """Build the given ratios (default: all) into the data root; return the folder.
 
-    @abstractmethod
+        A no-op when already prepared (a manifest exists), unless ``force``."""
+
+    def split_dirs(self, ratio: float) -> tuple[Path, dict[str, Path]]:
+        """(folder holding manifest.json, {"train"|"valid"|"test": split folder}) for ``ratio``."""
+        raise NotImplementedError(f"{type(self).__name__} does not store npy splits")
+
     def load(self, ratio: float) -> Splits:
-        """Splits for one bias-conflicting ratio (in percent); prepares them when missing."""
+        """Splits for one bias-conflicting ratio (in percent); prepares them when missing and
+        checks every file read against the manifest (CorruptDataError on a mismatch)."""
+        ratio = self.check_ratio(ratio)
+        self.prepare([ratio])
+        _, dirs = self.split_dirs(ratio)
+        self.checked_files(ratio)
+        return Splits(
+            **{name: load_split(d, name, mmap=self.memory_mapped) for name, d in dirs.items()}
+        )
+
+    def repair_command(self) -> str:
+        """The command that rebuilds this dataset's prepared data."""
+        return f"bench data prepare {self.spec.name} --force"
+
+    def checked_files(self, ratio: float) -> dict[str, str]:
+        """{relative path: sha256} of the files a run at ``ratio`` reads, checked against the
+        manifest (once per instance; memory-mapped files by size and mtime after a first hash)."""
+        root, dirs = self.split_dirs(ratio)
+        files = [d / f for d in dirs.values() for f in SPLIT_FILES]
+        key = (str(root), *(str(f) for f in files))
+        if key not in self._verified:
+            self._verified[key] = check_files(
+                root, files, trust_stat=self.memory_mapped, fix=self.repair_command()
+            )
+        return self._verified[key]
+
+    def fingerprint(self, ratio: float | None = None) -> str:
+        """Content hash of the prepared data a run at ``ratio`` reads (every prepared file when
+        None). Families that keep no npy store are hashed from their loaded splits."""
+        try:
+            if ratio is not None:
+                return fingerprint_of(self.checked_files(self.check_ratio(ratio)))
+            root, _ = self.split_dirs(self.spec.ratios[0])
+            return fingerprint_of(manifest_digests(root, self.repair_command()))
+        except NotImplementedError:
+            ratios = [ratio] if ratio is not None else list(self.spec.ratios)
+            return fingerprint_of(
+                {f"{r:g}/{s.name}": _split_digest(s) for r in ratios for s in self.load(r)}
+            )
+
+    def remote(self) -> Download | None:
+        """The public sources `bench data download NAME` fetches (None: nothing public)."""
+        return None
+
+    def find_raw(self) -> Any:
+        """Where the raw sources are (no download); DataNotFoundError saying where it looked.
+        The default knows no sources and assumes they are there."""
+        return None
+
+    def availability(self) -> str | None:
+        """None when the data is prepared, its raw sources are present, or its builder fetches
+        them itself; otherwise where it looked and the command that gets the data."""
+        try:
+            if self.is_prepared():
+                return None
+            self.find_raw()
+            return None
+        except DataNotFoundError as exc:
+            if self.auto_download:
+                return None
+            fetch = f"`bench data download {self.spec.name}`, then " if self.remote() else ""
+            lines = [f"{self.spec.name}: no prepared data and no raw sources. {exc.message}"]
+            if exc.hint:
+                lines.append(f"  {exc.hint}")
+            lines.append(f"  get it with {fetch}`bench data prepare {self.spec.name}`")
+            return "\n".join(lines)
+
+    def write_fixture(self, per_class: int | None = None) -> dict[str, Any]:
+        """Write a tiny synthetic stand-in of the raw sources under ``raw_root`` (tests and
+        plumbing checks only: results on it mean nothing); returns the data options that build
+        it quickly."""
+        raise BenchError(f"{self.spec.name} has no fixture generator")
 
     def version(self) -> str:
         """Identity of the prepared data, recorded in every run."""
@@ -92,6 +203,20 @@ class DatasetFamily(ABC):
                 f"{self.spec.name} has no bias-conflicting ratio {ratio:g}%; valid ratios: {valid}"
             )
         return ratio
+
+
+SPLIT_FILES = ("images.npy", "attrs.npy")
+
+
+def _split_digest(split: Split) -> str:
+    """SHA-256 of a split's images, labels and biases (families without a manifest)."""
+    digest = hashlib.sha256()
+    images = split.images.numpy() if isinstance(split.images, torch.Tensor) else split.images
+    for start in range(0, len(images), 4096):
+        digest.update(np.ascontiguousarray(images[start : start + 4096]).tobytes())
+    digest.update(split.labels.numpy().tobytes())
+    digest.update(split.biases.numpy().tobytes())
+    return digest.hexdigest()
 
 
 @contextlib.contextmanager
@@ -156,14 +281,6 @@ def load_split(folder: Path, name: str, mmap: bool = False) -> Split:
         biases=torch.from_numpy(attrs[:, 1].astype(np.int64)),
         name=name,
     )
-
-
-def sha256(path: Path, chunk: int = 1 << 22) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while block := handle.read(chunk):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def publish_dataset(

@@ -43,7 +43,7 @@ import numpy as np
 
 from debias_bench.data import DatasetSpec
 from debias_bench.errors import CorruptDataError
-from debias_bench.family import ratio_dirname
+from debias_bench.family import DataOption, ratio_dirname
 from debias_bench.registry import register_dataset
 
 from .cached import (
@@ -54,20 +54,16 @@ from .cached import (
     conflicting_counts,
     partition_conflicting,
     resolve_source,
+    source_option,
 )
 from .folder_layout import Record, image_files, read_records, require_dir, scan_class_folders
-from .images import extract_tar
+from .images import extract_tar, fixture_jpeg, write_tar
 
 TAR = "bar.tar"
 PREFIXES = ("climbing", "diving", "fishing", "pole vaulting", "racing", "throwing")
 CLASS_NAMES = ("Climbing", "Diving", "Fishing", "Vaulting", "Racing", "Throwing")
 PLACES = ("RockWall", "Underwater", "WaterSurface", "Sky", "APavedTrack", "PlayingField")
 _FILE = re.compile(r"^(.+)_(\d+)$")
-
-
-def synthetic_bias(labels: np.ndarray, conflicting: np.ndarray) -> np.ndarray:
-    """BiasEnsemble's convention: bias = label if aligned, (label + 1) mod 6 if conflicting."""
-    return np.where(conflicting, (labels + 1) % len(PREFIXES), labels).astype(np.int64)
 
 
 @register_dataset(
@@ -95,6 +91,14 @@ class BAR(CachedImageFamily):
         hflip=True,
     )
     build_version = "1"
+    source_kinds = ("release", "biasensemble")
+    source = source_option(
+        "auto: bar.tar, else the BiasEnsemble bar/ folder; release: bar.tar; "
+        "biasensemble: <raw root>/bar/ (BiasEnsemble's 1pct/5pct layout)"
+    )
+    limit_per_class = DataOption[int | None](
+        int, None, "only the first N images of each class (quick builds, CI)", minimum=1
+    )
     how_to_get = (
         "put the official release bar.tar (github.com/alinlab/BAR) or the BiasEnsemble bar/ "
         "folder into the raw root (--raw-root / $BENCH_RAW_ROOT), e.g. --raw-root ../shared/data"
@@ -113,12 +117,12 @@ class BAR(CachedImageFamily):
             plan = self.layout_plan(self.find_source())
         for rel, recs in plan.items():
             (staging / rel).mkdir(parents=True)
-            read_records(recs, self.spec.image_size, f"bar {rel}", staging / rel)
+            read_records(recs, self.spec.image_size, f"{self.spec.name} {rel}", staging / rel)
 
     # ------------------------------------------------------------------ release tar
     def release_records(self) -> tuple[list[Record], list[Record]]:
         """(aligned release-train images, conflicting release-test images), bias synthetic."""
-        root = extract_tar(self.find_source(), self.data_root / "extracted" / "bar")
+        root = extract_tar(self.find_source(), self.data_root / "extracted" / self.spec.name)
         out = []
         for part in ("train", "test"):
             folder = require_dir(root / part, f"{self.find_source()}: {part}/")
@@ -134,7 +138,7 @@ class BAR(CachedImageFamily):
         return out[0], out[1]
 
     def plan(self, aligned: list[Record], conflict: list[Record]) -> dict[str, list[Record]]:
-        limit = self.options.get("limit_per_class")  # tests: a small deterministic subset
+        limit = self.limit_per_class  # tests, CI: a small deterministic subset
         by_class = {c: [r for r in aligned if r.label == c] for c in range(6)}
         pool = {c: [r for r in conflict if r.label == c] for c in range(6)}
         if limit:
@@ -173,9 +177,18 @@ class BAR(CachedImageFamily):
         return plan
 
     def params(self) -> dict[str, Any]:
-        return {**super().params(), "limit_per_class": self.options.get("limit_per_class")}
+        return {**super().params(), "limit_per_class": self.limit_per_class}
 
-    @property
-    def tag(self) -> str:
-        limit = self.options.get("limit_per_class")
-        return super().tag + (f"-limit{limit}" if limit else "")
+    def tag_suffix(self) -> str:
+        return f"-limit{self.limit_per_class}" if self.limit_per_class else ""
+
+    def write_fixture(self, per_class: int | None = None) -> dict[str, Any]:
+        """A tiny bar.tar (8 release-train and 6 release-test images per action)."""
+        files = {}
+        for c, prefix in enumerate(PREFIXES):
+            for n in range(8):
+                files[f"train/{prefix}_{n}.jpg"] = fixture_jpeg(c, c, 100 * c + n)
+            for n in range(6):
+                files[f"test/{prefix}_{n}.jpg"] = fixture_jpeg(c, (c + 1) % 6, 100 * c + 50 + n)
+        write_tar(self.raw_root / TAR, files)
+        return {"source": "release"}

@@ -24,11 +24,13 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from PIL import Image
 
 from debias_bench.data import DatasetSpec
+from debias_bench.download import Download, DriveFile
 from debias_bench.errors import DataNotFoundError
 from debias_bench.family import ratio_dirname
 from debias_bench.registry import register_dataset
@@ -41,10 +43,20 @@ from .folder_layout import (
     scan_flat_or_nested,
 )
 
+#: The Google Drive folder DisEnt's README publishes (BiasEnsemble's points at the same data)
+DRIVE_FOLDER = "https://drive.google.com/drive/folders/1JEOqxrhU_IhkdcRohdbuEtFETUxfNmNT"
+REMOTE = Download(
+    target=".",
+    files=(DriveFile(DRIVE_FOLDER, stem="bffhq"),),
+    present=("bffhq/test", "bffhq/valid"),
+    note="BFFHQ from the Google Drive folder of the DisEnt README (via gdown); no checksum is "
+    "published for it, so the unpacked layout is checked instead",
+)
 HOW_TO_GET = (
-    "download bffhq.tar from the DisEnt / BiasEnsemble README (Google Drive) and unpack it so "
-    "that <raw root>/bffhq/0.5pct exists; for a pipeline test without the data run "
-    "`bench data fixture bffhq` (synthetic images in the same layout)"
+    "run `bench data download bffhq` (needs gdown), or download bffhq.tar.gz from the DisEnt / "
+    "BiasEnsemble README (Google Drive) and unpack it so that <raw root>/bffhq/0.5pct exists; "
+    "for a pipeline test without the data run `bench data fixture bffhq` (synthetic images in "
+    "the same layout)"
 )
 
 
@@ -73,9 +85,18 @@ class BiasedFFHQ(CachedImageFamily):
         hflip=True,
     )
     build_version = "1"
+    source_kinds = ("release", "fixture")
+
+    def remote(self) -> Download:
+        return REMOTE
+
+    def write_fixture(self, per_class: int | None = None) -> dict[str, Any]:
+        """The synthetic stand-in (``write_fixture`` below) at ``<raw root>/bffhq``."""
+        write_fixture(self.raw_root / "bffhq", aligned_per_class=per_class or 5, eval_per_group=2)
+        return {}
 
     def candidates(self) -> list[Path]:
-        return [self.raw_root / "bffhq", self.data_root / "fixtures" / "bffhq"]
+        return [self.raw_root / "bffhq", self.data_root / "fixtures" / self.spec.name]
 
     def find_source(self) -> Path:
         for folder in self.candidates():
@@ -107,7 +128,7 @@ class BiasedFFHQ(CachedImageFamily):
                 recs += scan_class_folders(pct / part, c, f"BFFHQ {ratio:g}% training ({part})")
             out = staging / ratio_dirname(ratio) / "train"
             out.mkdir(parents=True)
-            read_records(recs, size, f"bffhq {ratio:g}% train", out)
+            read_records(recs, size, f"{self.spec.name} {ratio:g}% train", out)
         if not found:
             raise DataNotFoundError(
                 f"{source} has none of the ratio folders "
@@ -116,12 +137,12 @@ class BiasedFFHQ(CachedImageFamily):
             )
         valid = scan_flat_or_nested(source / "valid", c, "BFFHQ validation")
         (staging / "valid").mkdir()
-        read_records(valid, size, "bffhq valid", staging / "valid")
+        read_records(valid, size, f"{self.spec.name} valid", staging / "valid")
         test = [
             r for r in scan_flat_or_nested(source / "test", c, "BFFHQ test") if r.label != r.bias
         ]
         (staging / "test").mkdir()
-        read_records(test, size, "bffhq test (conflicting)", staging / "test")
+        read_records(test, size, f"{self.spec.name} test (conflicting)", staging / "test")
 
     def load(self, ratio: float):  # type: ignore[override]
         ratio = self.check_ratio(ratio)

@@ -12,14 +12,15 @@ source is (``find_source``) and how to turn it into splits (``build``).
 
 from __future__ import annotations
 
+import shutil
+import sys
 from abc import abstractmethod
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
-from debias_bench.data import Splits
 from debias_bench.errors import DataNotFoundError
-from debias_bench.family import DatasetFamily, load_split, publish_dataset, ratio_dirname
+from debias_bench.family import DataOption, DatasetFamily, publish_dataset, ratio_dirname
 
 #: the normalisation DisEnt / BiasEnsemble / LfF use, also on the 224-px sets
 CIFAR_MEAN = (0.4914, 0.4822, 0.4465)
@@ -31,21 +32,42 @@ VALID_FRACTION = 0.2
 class CachedImageFamily(DatasetFamily):
     """A family whose prepared splits are memory-mapped uint8 arrays at ``spec.image_size``."""
 
-    def __init__(self, raw_root: Path, data_root: Path, data_seed: int = 0, **options: Any) -> None:
-        super().__init__(raw_root, data_root, **options)
-        self.data_seed = int(data_seed)
+    memory_mapped = True
+    #: the kinds of source it can build from, in the order ``source=auto`` looks for them
+    source_kinds: ClassVar[tuple[str, ...]] = ("release",)
 
     @property
     def tag(self) -> str:
         """Folder name of one build (its options)."""
-        return f"{self.source_kind()}-seed{self.data_seed}"
+        return self._tag_of(self.prepared_kind())
+
+    def prepared_kind(self) -> str:
+        """The source kind of the build to read: the one found in the raw root, or, with the raw
+        sources gone, the kind of a build already prepared."""
+        try:
+            return self.source_kind()
+        except DataNotFoundError:
+            for kind in self.source_kinds:
+                if (self._folder_of(kind) / "manifest.json").is_file():
+                    return kind
+            raise
+
+    def _folder_of(self, kind: str) -> Path:
+        return self.data_root / self.spec.name / f"v{self.build_version}" / self._tag_of(kind)
+
+    def _tag_of(self, kind: str) -> str:
+        return f"{kind}-seed{self.data_seed}" + self.tag_suffix()
+
+    def tag_suffix(self) -> str:
+        """What a subclass's own options add to the folder name."""
+        return ""
 
     @property
     def folder(self) -> Path:
-        return self.data_root / self.spec.name / f"v{self.build_version}" / self.tag
+        return self._folder_of(self.prepared_kind())
 
     def version(self) -> str:
-        return f"{super().version()}/{self.tag}"
+        return f"{super().version()}/{self.folder.name}"
 
     def params(self) -> dict[str, Any]:
         return {
@@ -60,6 +82,9 @@ class CachedImageFamily(DatasetFamily):
     def find_source(self) -> Path:
         """The raw release or published folder to build from; DataNotFoundError if none."""
 
+    def find_raw(self) -> Path:
+        return self.find_source()
+
     def source_kind(self) -> str:
         """A short name of the kind of source (e.g. 'release', 'biasensemble')."""
         return "release"
@@ -68,32 +93,33 @@ class CachedImageFamily(DatasetFamily):
     def build(self, staging: Path) -> None:
         """Write every ratio's splits under ``staging``."""
 
-    def prepare(self, ratios: Iterable[float] | None = None) -> Path:
+    def prepare(self, ratios: Iterable[float] | None = None, force: bool = False) -> Path:
         for r in ratios or self.spec.ratios:
             self.check_ratio(r)
-        if self.is_prepared():
+        if self.is_prepared() and not force:
             return self.folder
-        staging = self.folder.with_name(self.folder.name + ".building")
+        folder = self._folder_of(self.source_kind())  # building needs the raw source
+        if folder.is_dir() and not force:
+            print(f"note: {folder} has no manifest.json; rebuilding it", file=sys.stderr)
+        staging = folder.with_name(folder.name + ".building")
         if staging.exists():
-            import shutil
-
             shutil.rmtree(staging)
         staging.mkdir(parents=True)
         self.build(staging)
         shape = (self.spec.num_classes, self.spec.num_biases)
-        publish_dataset(staging, self.folder, self.params(), shape=shape)
-        return self.folder
+        publish_dataset(staging, folder, self.params(), shape=shape)
+        return folder
 
-    def load(self, ratio: float) -> Splits:
-        ratio = self.check_ratio(ratio)
-        self.prepare([ratio])
+    def is_prepared(self) -> bool:
+        try:
+            return super().is_prepared()
+        except DataNotFoundError:  # no raw source and nothing prepared
+            return False
+
+    def split_dirs(self, ratio: float) -> tuple[Path, dict[str, Path]]:
         pct = self.folder / ratio_dirname(ratio)
         valid = pct / "valid" if (pct / "valid").is_dir() else self.folder / "valid"
-        return Splits(
-            train=load_split(pct / "train", "train", mmap=True),
-            valid=load_split(valid, "valid", mmap=True),
-            test=load_split(self.folder / "test", "test", mmap=True),
-        )
+        return self.folder, {"train": pct / "train", "valid": valid, "test": self.folder / "test"}
 
 
 def conflicting_counts(aligned_counts: dict[int, int], ratio: float) -> dict[int, int]:
@@ -128,12 +154,16 @@ def partition_conflicting(
 
 def resolve_source(family: CachedImageFamily, release: Path, layout: Path, how: str) -> Path:
     """``source`` option: 'release' (build), 'biasensemble' (read), or 'auto' (first found)."""
-    choice = family.options.get("source", "auto")
+    choice: str = family.source  # type: ignore[attr-defined]
     options = {"release": [release], "biasensemble": [layout], "auto": [release, layout]}
-    if choice not in options:
-        raise DataNotFoundError(f"source must be one of {', '.join(options)}, got {choice!r}")
     for path in options[choice]:
         if path.exists():
             return path
     where = "\n    ".join(str(p) for p in options[choice])
     raise DataNotFoundError(f"{family.spec.name}: raw data not found; looked at:\n    {where}", how)
+
+
+def source_option(doc: str) -> DataOption[str]:
+    """The ``source`` option of a family built from a release or read from BiasEnsemble's
+    layout."""
+    return DataOption(str, "auto", doc, choices=("auto", "release", "biasensemble"))

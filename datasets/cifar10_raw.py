@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from debias_bench.download import Download, RemoteFile
 from debias_bench.errors import CorruptDataError, DataNotFoundError
 from debias_bench.progress import progress_bar
 
@@ -36,7 +37,24 @@ EXPECTED = {"train": 50000, "test": 10000}
 HOW_TO_GET = (
     "put torchvision's cifar-10-batches-py/ (or cifar-10-python.tar.gz from "
     "https://www.cs.toronto.edu/~kriz/cifar.html) or cifar10-jpeg.tar.gz into the raw root "
-    "(--raw-root / $BENCH_RAW_ROOT), e.g. --raw-root ../shared/data"
+    "(--raw-root / $BENCH_RAW_ROOT), e.g. --raw-root ../shared/data, or run "
+    "`bench data download cifar10c`"
+)
+
+
+#: `bench data download cifar10c`: the official python batches (MD5 as torchvision checks it)
+REMOTE = Download(
+    target=".",
+    files=(
+        RemoteFile(
+            "cifar-10-python.tar.gz",
+            ("https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz",),
+            md5="c58f30108f718f92721af3b95e74349a",
+            unpack=True,
+        ),
+    ),
+    present=("cifar-10-batches-py/test_batch",),
+    note="CIFAR-10 (163 MB) from www.cs.toronto.edu, MD5-checked",
 )
 
 
@@ -46,6 +64,29 @@ def candidates(raw_root: Path) -> list[Path]:
         raw_root / "cifar-10-python.tar.gz",
         raw_root / "cifar10-jpeg.tar.gz",
     ]
+
+
+def find(raw_root: Path) -> Path:
+    """The first CIFAR-10 source present under the raw root; DataNotFoundError if none."""
+    for source in candidates(raw_root):
+        if source.exists():
+            return source
+    where = "\n    ".join(str(p) for p in candidates(raw_root))
+    raise DataNotFoundError(f"CIFAR-10 not found; looked for:\n    {where}", hint=HOW_TO_GET)
+
+
+def write_fixture(raw_root: Path, per_class_train: int = 4, per_class_test: int = 3) -> Path:
+    """Tiny ``cifar-10-batches-py/`` (random images, class-major) for pipeline tests."""
+    folder = raw_root / "cifar-10-batches-py"
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(0)
+    batches = [(f"data_batch_{i}", per_class_train if i == 1 else 0) for i in range(1, 6)]
+    for name, per_class in [*batches, ("test_batch", per_class_test)]:
+        labels = np.repeat(np.arange(len(CLASSES)), per_class)
+        data = rng.integers(0, 256, (len(labels), 3 * 32 * 32), dtype=np.uint8)
+        with open(folder / name, "wb") as handle:
+            pickle.dump({"data": data, "labels": labels.tolist()}, handle)
+    return folder
 
 
 def _from_batches(read: dict[str, bytes]) -> dict[str, np.ndarray]:

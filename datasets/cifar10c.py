@@ -25,6 +25,8 @@
 from __future__ import annotations
 
 import dataclasses
+import shutil
+import sys
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -33,11 +35,11 @@ import numpy as np
 import torch
 from joblib import Parallel, delayed
 
-from debias_bench.data import DatasetSpec, Split, Splits
-from debias_bench.errors import ConfigError
+from debias_bench.data import DatasetSpec, Split
+from debias_bench.download import Download
 from debias_bench.family import (
+    DataOption,
     DatasetFamily,
-    load_split,
     publish_dataset,
     ratio_dirname,
     save_split,
@@ -48,6 +50,7 @@ from debias_bench.registry import register_dataset
 from . import cifar10_raw
 from .cached import CIFAR_MEAN, CIFAR_STD
 from .corruptions import CORRUPTION_SETS, corrupt
+from .lff_npy import imported_folder, imported_split_dirs
 from .skew import assign_skewed, assign_uniform
 
 _STREAM_VALID, _STREAM_TRAIN, _STREAM_TEST, _STREAM_SPLIT = 1, 2, 3, 4
@@ -136,36 +139,37 @@ class CorruptedCIFAR10(DatasetFamily):
     )
     build_version = "1"
 
-    def __init__(
-        self,
-        raw_root: Path,
-        data_root: Path,
-        corruptions: str = "default",
-        severity: int = 5,
-        data_seed: int = 0,
-        valid_size: int = 5000,
-        limit: int | None = None,
-        n_jobs: int = 2,
-        source: str = "build",
-        **options: Any,
-    ) -> None:
+    corruptions = DataOption(
+        str,
+        "default",
+        "corruption set: default (EnD/DisEnt/ETF-Debias) or LfF's type0 / type1",
+        choices=tuple(CORRUPTION_SETS),
+    )
+    severity = DataOption(
+        int, 5, "Hendrycks level 1..5 (LfF's tag 'Severity4' is level 5)", choices=range(1, 6)
+    )
+    valid_size = DataOption(
+        int, 5000, "training images held out as the unbiased valid split (at most 10 %)", minimum=1
+    )
+    limit = DataOption[int | None](
+        int, None, "only the first N images of each class (quick builds, CI)", minimum=1
+    )
+    n_jobs = DataOption(int, 2, "parallel build workers (no effect on the data)", minimum=1)
+    source = DataOption(
+        str,
+        "build",
+        "build: from CIFAR-10; imported (alias lff): data from `bench data import`",
+        choices=("build", "imported", "lff"),
+    )
+
+    def __init__(self, raw_root: Path, data_root: Path, **options: Any) -> None:
         super().__init__(raw_root, data_root, **options)
-        if corruptions not in CORRUPTION_SETS:
-            raise ConfigError(
-                f"unknown corruption set {corruptions!r}; valid: {', '.join(CORRUPTION_SETS)}"
-            )
-        if int(severity) not in range(1, 6):
-            raise ConfigError(f"cifar10c severity is a Hendrycks level 1..5, got {severity}")
-        self.corruptions, self.severity = corruptions, int(severity)
-        self.data_seed, self.valid_size = int(data_seed), int(valid_size)
-        self.limit, self.n_jobs = (int(limit) if limit else None), int(n_jobs)
-        self.names = CORRUPTION_SETS[corruptions]
-        if source not in ("build", "imported", "lff"):
-            raise ConfigError(
-                f"cifar10c source must be 'build' or 'imported' (alias 'lff'), got {source!r}"
-            )
-        self.source = source
-        self.spec = dataclasses.replace(type(self).spec, bias_names=self.names)
+        self.names = CORRUPTION_SETS[self.corruptions]
+        self.spec = dataclasses.replace(self.spec, bias_names=self.names)  # type: ignore[misc]
+
+    @property
+    def imported(self) -> bool:
+        return self.source in ("imported", "lff")
 
     @property
     def tag(self) -> str:
@@ -174,7 +178,7 @@ class CorruptedCIFAR10(DatasetFamily):
 
     @property
     def folder(self) -> Path:
-        return self.data_root / "cifar10c" / f"v{self.build_version}" / self.tag
+        return self.data_root / self.spec.name / f"v{self.build_version}" / self.tag
 
     def version(self) -> str:
         return f"{super().version()}/{self.tag}"
@@ -190,6 +194,39 @@ class CorruptedCIFAR10(DatasetFamily):
             "build_version": self.build_version,
         }
 
+    def remote(self) -> Download:
+        return cifar10_raw.REMOTE
+
+    def find_raw(self) -> Path:
+        return cifar10_raw.find(self.raw_root)
+
+    def is_prepared(self) -> bool:
+        if self.imported:
+            return all(
+                (imported_folder(self, r) / "manifest.json").is_file() for r in self.spec.ratios
+            )
+        return super().is_prepared()
+
+    def split_dirs(self, ratio: float) -> tuple[Path, dict[str, Path]]:
+        if self.imported:
+            return imported_split_dirs(self, ratio)
+        return self.folder, {
+            "train": self.folder / ratio_dirname(ratio) / "train",
+            "valid": self.folder / "valid",
+            "test": self.folder / "test",
+        }
+
+    def repair_command(self) -> str:
+        if self.imported:
+            return f"bench data import {self.spec.name} <source folder> --ratio <ratio>"
+        return super().repair_command()
+
+    def write_fixture(self, per_class: int | None = None) -> dict[str, Any]:
+        """Tiny CIFAR-10 batches (4 training and 3 test images per class) under the raw root."""
+        n = per_class or 4
+        cifar10_raw.write_fixture(self.raw_root, per_class_train=n, per_class_test=3)
+        return {"limit": n, "valid_size": 10, "n_jobs": 1}
+
     def _source(self) -> dict[str, np.ndarray]:
         cache = self.data_root / "downloads" / "cifar10"
         if self.limit:  # the first `limit` images of each class (tests, quick looks)
@@ -200,15 +237,21 @@ class CorruptedCIFAR10(DatasetFamily):
             return cifar10_raw.load_cifar10(self.raw_root, cache, limit=self.limit)
         return cifar10_raw.load_cifar10(self.raw_root, cache)
 
-    def prepare(self, ratios: Iterable[float] | None = None) -> Path:
+    def prepare(self, ratios: Iterable[float] | None = None, force: bool = False) -> Path:
         """Build every ratio at once (shared valid/test; each corrupted pair done once)."""
         for r in ratios or self.spec.ratios:
             self.check_ratio(r)
-        if (self.folder / "manifest.json").is_file():
+        if self.imported:
+            return self.data_root / self.spec.name / "lff-import"  # `bench data import` fills it
+        if self.is_prepared() and not force:
             return self.folder
+        if self.folder.is_dir() and not force:
+            print(f"note: {self.folder} has no manifest.json; rebuilding it", file=sys.stderr)
         src = self._source()
         staging = self.folder.with_name(self.folder.name + ".building")
-        staging.mkdir(parents=True, exist_ok=True)
+        if staging.exists():
+            shutil.rmtree(staging)
+        staging.mkdir(parents=True)
         x, y = src["train_images"], src["train_labels"]
         n_valid = min(self.valid_size, len(y) // 10)
         order = _rng(self.data_seed, _STREAM_SPLIT).permutation(len(y))
@@ -261,7 +304,9 @@ class CorruptedCIFAR10(DatasetFamily):
                 torch.from_numpy(biases.astype(np.int64)),
             )
             save_split(staging / ratio_dirname(ratio) / "train", split)
-        publish_dataset(staging, self.folder, self.params(), shape=(10, 10))
+        publish_dataset(
+            staging, self.folder, self.params(), shape=(self.spec.num_classes, self.spec.num_biases)
+        )
         return self.folder
 
     def _write(
@@ -291,16 +336,3 @@ class CorruptedCIFAR10(DatasetFamily):
             torch.from_numpy(biases.astype(np.int64)),
         )
         save_split(folder, split)
-
-    def load(self, ratio: float) -> Splits:
-        ratio = self.check_ratio(ratio)
-        if self.source in ("imported", "lff"):  # LfF npy or DisEnt PNG data, imported
-            from .lff_npy import load_imported
-
-            return load_imported(self, ratio)
-        self.prepare([ratio])
-        return Splits(
-            train=load_split(self.folder / ratio_dirname(ratio) / "train", "train"),
-            valid=load_split(self.folder / "valid", "valid"),
-            test=load_split(self.folder / "test", "test"),
-        )

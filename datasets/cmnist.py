@@ -17,17 +17,20 @@ Everything depends only on ``data_seed`` (never on the training seed).
 
 from __future__ import annotations
 
+import shutil
+import sys
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
 
-from debias_bench.data import DatasetSpec, Split, Splits
+from debias_bench.data import DatasetSpec, Split
+from debias_bench.download import Download, RemoteFile
 from debias_bench.family import (
+    DataOption,
     DatasetFamily,
-    load_split,
     publish_dataset,
     ratio_dirname,
     save_split,
@@ -36,6 +39,8 @@ from debias_bench.progress import progress_bar
 from debias_bench.registry import register_dataset
 
 from . import mnist_raw
+from .lff_npy import imported_folder, imported_split_dirs
+from .mnist_raw import IdxSource
 from .skew import assign_skewed, assign_uniform
 
 MEAN_COLORS = np.array(
@@ -78,45 +83,39 @@ def _rng(data_seed: int, stream: int, ratio: float = 0.0) -> np.random.Generator
     return np.random.default_rng([data_seed, stream, round(ratio * 1000)])
 
 
-@register_dataset(
-    "cmnist",
-    display_name="Colored MNIST",
-    citation="Nam et al., Learning from Failure, NeurIPS 2020 (LfF protocol)",
-    kind="synthetic",
-)
-class ColoredMNIST(DatasetFamily):
-    spec = DatasetSpec(
-        name="cmnist",
-        num_classes=10,
-        num_biases=10,
-        ratios=(0.5, 1.0, 2.0, 5.0),
-        image_size=(28, 28),
-        channels=3,
-        backbone="mlp",
-        test_kind="unbiased",
-        class_names=tuple(str(d) for d in range(10)),
-        bias_names=tuple(f"colour{b}" for b in range(10)),
-    )
+class ColourBiasedDigits(DatasetFamily):
+    """Colour-biased images built from an idx-format source by the LfF protocol.
+
+    ``raw_source`` says which idx files, where under the raw root and how to fetch them; a
+    colour-biased variant of another idx dataset is a subclass that names its own source and
+    spec (the data folder, build lock, manifest and progress text follow its registered name)::
+
+        @register_dataset("cfashion", display_name="Colored Fashion-MNIST", kind="synthetic")
+        class ColoredFashion(ColourBiasedDigits):
+            raw_source = IdxSource("Fashion-MNIST", folders=("fashion",), mirrors=(...))
+            spec = dataclasses.replace(ColoredMNIST.spec, name="cfashion")
+    """
+
+    raw_source: ClassVar[IdxSource] = mnist_raw.MNIST
     build_version = "1"
 
-    def __init__(
-        self,
-        raw_root: Path,
-        data_root: Path,
-        severity: int = 4,
-        data_seed: int = 0,
-        valid_size: int = 6000,
-        **options: Any,
-    ) -> None:
-        super().__init__(raw_root, data_root, **options)
-        if severity not in range(1, 6):
-            raise ValueError(f"cmnist severity must be 1..5, got {severity}")
-        self.severity, self.data_seed, self.valid_size = severity, data_seed, valid_size
+    severity = DataOption(
+        int, 4, "colour noise level (LfF): std 0.05, 0.02, 0.01, 0.005, 0.002", choices=range(1, 6)
+    )
+    valid_size = DataOption(
+        int, 6000, "training images held out as the unbiased valid split (at most 10 %)", minimum=1
+    )
+    source = DataOption(
+        str,
+        "build",
+        "build: from the idx files; imported (alias lff): data from `bench data import`",
+        choices=("build", "imported", "lff"),
+    )
 
     @property
     def folder(self) -> Path:
         tag = f"severity{self.severity}-seed{self.data_seed}-valid{self.valid_size}"
-        return self.data_root / "cmnist" / f"v{self.build_version}" / tag
+        return self.data_root / self.spec.name / f"v{self.build_version}" / tag
 
     def version(self) -> str:
         return f"{super().version()}/{self.folder.name}"
@@ -129,27 +128,76 @@ class ColoredMNIST(DatasetFamily):
             "build_version": self.build_version,
         }
 
-    def prepare(self, ratios: Iterable[float] | None = None) -> Path:
+    @property
+    def download_dir(self) -> Path:
+        return self.data_root / "downloads" / self.raw_source.key
+
+    def find_raw(self) -> dict[str, Path]:
+        found = mnist_raw.find(self.raw_source, self.raw_root, self.download_dir)
+        if found is None:
+            raise mnist_raw.not_found(
+                self.raw_source, self.raw_root, self.download_dir, "not downloaded", self.spec.name
+            )
+        return found
+
+    @property
+    def auto_download(self) -> bool:  # type: ignore[override]
+        return bool(self.raw_source.mirrors) and not self.imported
+
+    def remote(self) -> Download | None:
+        """The idx files from the source's mirrors, into ``<raw root>/<its first folder>``."""
+        src = self.raw_source
+        if not src.mirrors:
+            return None
+        names = [f"{stem}.gz" for stem in src.files.values()]
+        files = tuple(
+            RemoteFile(n, tuple(m + n for m in src.mirrors), md5=src.gz_md5.get(n)) for n in names
+        )
+        present = tuple(f"{src.folders[0]}/{n}" for n in names)
+        return Download(src.folders[0], files, present)
+
+    @property
+    def imported(self) -> bool:
+        return self.source in ("imported", "lff")
+
+    def is_prepared(self) -> bool:
+        if self.imported:
+            return all(
+                (imported_folder(self, r) / "manifest.json").is_file() for r in self.spec.ratios
+            )
+        return super().is_prepared()
+
+    def prepare(self, ratios: Iterable[float] | None = None, force: bool = False) -> Path:
         """Build every ratio at once (about two seconds each); a no-op when already built."""
-        wanted = [self.check_ratio(r) for r in (ratios or self.spec.ratios)]
-        if all((self.folder / ratio_dirname(r) / "train").is_dir() for r in wanted):
+        for r in ratios or self.spec.ratios:
+            self.check_ratio(r)
+        if self.imported:
+            return self.data_root / self.spec.name / "lff-import"  # `bench data import` fills it
+        if self.is_prepared() and not force:
             return self.folder
-        mnist = mnist_raw.load_mnist(self.raw_root, self.data_root / "downloads" / "mnist")
+        if self.folder.is_dir() and not force:
+            print(f"note: {self.folder} has no manifest.json; rebuilding it", file=sys.stderr)
+        raw = mnist_raw.load_idx(self.raw_source, self.raw_root, self.download_dir, self.spec.name)
         staging = self.folder.with_name(self.folder.name + ".building")
-        staging.mkdir(parents=True, exist_ok=True)
+        if staging.exists():
+            shutil.rmtree(staging)
+        staging.mkdir(parents=True)
         ratios_all = self.spec.ratios  # build all: the held-out valid/test are shared
-        steps = progress_bar(total=len(ratios_all) + 2, desc="building cmnist", unit="split")
-        train_x, train_y, valid_x, valid_y = self._split_train(mnist)
+        steps = progress_bar(
+            total=len(ratios_all) + 2, desc=f"building {self.spec.name}", unit="split"
+        )
+        nb = self.spec.num_biases
+        train_x, train_y, valid_x, valid_y = self._split_train(raw)
         for name, images, labels, stream in (
             ("valid", valid_x, valid_y, _STREAM_VALID),
-            ("test", mnist["test_images"], mnist["test_labels"], _STREAM_TEST_BIAS),
+            ("test", raw["test_images"], raw["test_labels"], _STREAM_TEST_BIAS),
         ):
-            biases = assign_uniform(labels, 10, _rng(self.data_seed, stream))
+            biases = assign_uniform(labels, nb, _rng(self.data_seed, stream))
             self._write(staging / name, images, labels, biases, _rng(self.data_seed, 10 + stream))
             steps.update()
         for ratio in ratios_all:
             biases = assign_skewed(
-                train_y, ratio, 10, _rng(self.data_seed, _STREAM_TRAIN_BIAS, ratio)
+                train_y, ratio, nb, _rng(self.data_seed, _STREAM_TRAIN_BIAS, ratio)
             )
             colour_rng = _rng(self.data_seed, _STREAM_COLOUR, ratio)
             self._write(
@@ -160,13 +208,12 @@ class ColoredMNIST(DatasetFamily):
         publish_dataset(staging, self.folder, self.params())
         return self.folder
 
-    def _split_train(self, mnist: dict[str, np.ndarray]) -> tuple[np.ndarray, ...]:
-        order = _rng(self.data_seed, _STREAM_VALID + 100).permutation(len(mnist["train_labels"]))
-        valid_rows, train_rows = (
-            np.sort(order[: self.valid_size]),
-            np.sort(order[self.valid_size :]),
-        )
-        x, y = mnist["train_images"], mnist["train_labels"].astype(np.int64)
+    def _split_train(self, raw: dict[str, np.ndarray]) -> tuple[np.ndarray, ...]:
+        n = len(raw["train_labels"])
+        n_valid = min(self.valid_size, n // 10)  # 6000 of MNIST's 60000; less on a subset
+        order = _rng(self.data_seed, _STREAM_VALID + 100).permutation(n)
+        valid_rows, train_rows = np.sort(order[:n_valid]), np.sort(order[n_valid:])
+        x, y = raw["train_images"], raw["train_labels"].astype(np.int64)
         return x[train_rows], y[train_rows], x[valid_rows], y[valid_rows]
 
     def _write(
@@ -185,15 +232,56 @@ class ColoredMNIST(DatasetFamily):
         )
         save_split(folder, split)
 
-    def load(self, ratio: float) -> Splits:
-        ratio = self.check_ratio(ratio)
-        if self.options.get("source") in ("imported", "lff"):  # LfF npy / DisEnt PNG data
-            from .lff_npy import load_imported
+    def split_dirs(self, ratio: float) -> tuple[Path, dict[str, Path]]:
+        if self.imported:  # LfF npy / DisEnt PNG data, one folder per ratio
+            return imported_split_dirs(self, ratio)
+        return self.folder, {
+            "train": self.folder / ratio_dirname(ratio) / "train",
+            "valid": self.folder / "valid",
+            "test": self.folder / "test",
+        }
 
-            return load_imported(self, ratio)
-        self.prepare([ratio])
-        return Splits(
-            train=load_split(self.folder / ratio_dirname(ratio) / "train", "train"),
-            valid=load_split(self.folder / "valid", "valid"),
-            test=load_split(self.folder / "test", "test"),
-        )
+    def repair_command(self) -> str:
+        if self.imported:
+            return f"bench data import {self.spec.name} <source folder> --ratio <ratio>"
+        return super().repair_command()
+
+    def write_fixture(self, per_class: int | None = None) -> dict[str, Any]:
+        """Tiny idx files (30 training, 10 test images per class by default) in the raw root."""
+        rng = np.random.default_rng(0)
+        folder = self.raw_root / self.raw_source.folders[0]
+        classes = self.spec.num_classes
+        h, w = self.raw_source.image_shape
+        n_train = per_class or 30
+        for split, n in (("train", n_train), ("test", max(1, n_train // 3))):
+            labels = np.repeat(np.arange(classes, dtype=np.uint8), n)
+            images = rng.integers(0, 40, (len(labels), h, w)).astype(np.uint8)
+            for k, label in enumerate(labels):  # a bright bar whose row says the class
+                row = int(label) * (h - 2) // max(1, classes - 1)
+                images[k, row : row + 2, 4 : w - 4] = 255
+            files = self.raw_source.files
+            mnist_raw.write_idx(folder / f"{files[split + '_images']}.gz", images)
+            mnist_raw.write_idx(folder / f"{files[split + '_labels']}.gz", labels)
+        return {"valid_size": 3 * classes}
+
+
+@register_dataset(
+    "cmnist",
+    display_name="Colored MNIST",
+    citation="Nam et al., Learning from Failure, NeurIPS 2020 (LfF protocol)",
+    kind="synthetic",
+)
+class ColoredMNIST(ColourBiasedDigits):
+    spec = DatasetSpec(
+        name="cmnist",
+        num_classes=10,
+        num_biases=10,
+        ratios=(0.5, 1.0, 2.0, 5.0),
+        image_size=(28, 28),
+        channels=3,
+        backbone="mlp",
+        test_kind="unbiased",
+        class_names=tuple(str(d) for d in range(10)),
+        bias_names=tuple(f"colour{b}" for b in range(10)),
+    )
+    raw_source = mnist_raw.MNIST

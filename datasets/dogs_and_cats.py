@@ -34,7 +34,7 @@ import numpy as np
 
 from debias_bench.data import DatasetSpec
 from debias_bench.errors import CorruptDataError
-from debias_bench.family import ratio_dirname
+from debias_bench.family import DataOption, ratio_dirname
 from debias_bench.registry import register_dataset
 
 from .cached import (
@@ -45,6 +45,7 @@ from .cached import (
     conflicting_counts,
     partition_conflicting,
     resolve_source,
+    source_option,
 )
 from .folder_layout import (
     Record,
@@ -53,7 +54,7 @@ from .folder_layout import (
     scan_class_folders,
     scan_flat_or_nested,
 )
-from .images import extract_tar
+from .images import extract_tar, fixture_jpeg, write_tar
 
 TAR = "dogs-and-cats-128.tar"
 CLASSES = ("cat", "dog")
@@ -85,6 +86,17 @@ class DogsAndCats(CachedImageFamily):
         hflip=True,
     )
     build_version = "1"
+    source_kinds = ("release", "biasensemble")
+    source = source_option(
+        f"auto: {TAR}, else the BiasEnsemble dogs_and_cats/ folder; release: {TAR}; "
+        "biasensemble: <raw root>/dogs_and_cats/ (BiasEnsemble's 1pct/5pct layout)"
+    )
+    limit_per_group = DataOption[int | None](
+        int,
+        None,
+        "only the first N images of each (class, colour) group (quick builds, CI)",
+        minimum=1,
+    )
     how_to_get = (
         f"put {TAR} (Kaggle Dogs vs. Cats images of the Kim et al. lists, with list_bright.txt "
         "and list_dark.txt) or the BiasEnsemble dogs_and_cats/ folder into the raw root "
@@ -108,7 +120,7 @@ class DogsAndCats(CachedImageFamily):
     # ------------------------------------------------------------------ release tar
     def release_records(self) -> list[Record]:
         """Every listed image with its label and colour, in list order."""
-        root = extract_tar(self.find_source(), self.data_root / "extracted" / "dogs-and-cats")
+        root = extract_tar(self.find_source(), self.data_root / "extracted" / self.spec.name)
         recs = []
         for bias, listing in ((BRIGHT, "list_bright.txt"), (DARK, "list_dark.txt")):
             path = root / listing
@@ -126,7 +138,7 @@ class DogsAndCats(CachedImageFamily):
 
     def plan(self, recs: list[Record]) -> dict[str, list[Record]]:
         """The split of every image: ``<pct>/train`` per ratio, ``valid``, ``test``."""
-        limit = self.options.get("limit_per_group")  # tests: a small deterministic subset
+        limit = self.limit_per_group  # tests, CI: a small deterministic subset
         rng = np.random.default_rng([self.data_seed, 17])
         aligned = {c: [r for r in recs if r.label == c and r.bias == c] for c in (0, 1)}
         conflict = {c: [r for r in recs if r.label == c and r.bias != c] for c in (0, 1)}
@@ -147,7 +159,7 @@ class DogsAndCats(CachedImageFamily):
     def _build_from_release(self, staging: Path) -> None:
         for rel, recs in self.plan(self.release_records()).items():
             (staging / rel).mkdir(parents=True)
-            read_records(recs, self.spec.image_size, f"dogs_and_cats {rel}", staging / rel)
+            read_records(recs, self.spec.image_size, f"{self.spec.name} {rel}", staging / rel)
 
     # ------------------------------------------------------------------ BiasEnsemble layout
     def _read_layout(self, root: Path, staging: Path) -> None:
@@ -159,20 +171,35 @@ class DogsAndCats(CachedImageFamily):
                 train += scan_class_folders(pct / part, c, f"Dogs & Cats {pct.name} {part}")
             rel = f"{pct.name}/train"
             (staging / rel).mkdir(parents=True)
-            read_records(train, size, f"dogs_and_cats {rel}", staging / rel)
+            read_records(train, size, f"{self.spec.name} {rel}", staging / rel)
             valid = scan_flat_or_nested(pct / "valid", c, f"Dogs & Cats {pct.name} valid")
             (staging / pct.name / "valid").mkdir()
             read_records(
-                valid, size, f"dogs_and_cats {pct.name} valid", staging / pct.name / "valid"
+                valid, size, f"{self.spec.name} {pct.name} valid", staging / pct.name / "valid"
             )
         test = scan_class_folders(root / "test", c, "Dogs & Cats test")
         (staging / "test").mkdir()
-        read_records(test, size, "dogs_and_cats test", staging / "test")
+        read_records(test, size, f"{self.spec.name} test", staging / "test")
 
     def params(self) -> dict[str, Any]:
-        return {**super().params(), "limit_per_group": self.options.get("limit_per_group")}
+        return {**super().params(), "limit_per_group": self.limit_per_group}
 
-    @property
-    def tag(self) -> str:
-        limit = self.options.get("limit_per_group")
-        return super().tag + (f"-limit{limit}" if limit else "")
+    def tag_suffix(self) -> str:
+        return f"-limit{self.limit_per_group}" if self.limit_per_group else ""
+
+    def write_fixture(self, per_class: int | None = None) -> dict[str, Any]:
+        """A tiny release tar: 10 dark cats, 10 bright dogs, 6 of each conflicting group."""
+        files: dict[str, bytes] = {}
+        lists: dict[int, list[str]] = {DARK: [], BRIGHT: []}
+        n = 0
+        for label, animal in enumerate(CLASSES):
+            for bias, count in ((label, 10), (1 - label, 6)):
+                for _ in range(count):
+                    name = f"{animal}.{n}.jpg"
+                    files[f"images/{name}"] = fixture_jpeg(label, bias, n)
+                    lists[bias].append(name)
+                    n += 1
+        files["list_bright.txt"] = "\n".join(lists[BRIGHT]).encode()
+        files["list_dark.txt"] = "\n".join(lists[DARK]).encode()
+        write_tar(self.raw_root / TAR, files)
+        return {"source": "release"}

@@ -102,3 +102,26 @@ def extract_tar(tar_path: Path, target: Path) -> Path:
         shutil.rmtree(target)
     staging.rename(target)
     return target
+
+
+def fixture_jpeg(label: int, bias: int, seed: int, size: int = 16) -> bytes:
+    """A small noise JPEG with a class pattern (a bright band) and a bias cue (a colour cast),
+    for the fixtures of the image families (results on them mean nothing)."""
+    rng = np.random.default_rng(seed)
+    img = rng.integers(0, 100, (size, size, 3)).astype(np.int16)
+    img[(label * 3) % size : (label * 3) % size + 3] += 120
+    img[..., bias % 3] += 60
+    buffer = io.BytesIO()
+    Image.fromarray(np.clip(img, 0, 255).astype(np.uint8)).save(buffer, format="JPEG")
+    return buffer.getvalue()
+
+
+def write_tar(path: Path, files: dict[str, bytes]) -> Path:
+    """A tar archive holding ``files`` (member name -> content)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(path, "w") as tar:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return path

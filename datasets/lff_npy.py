@@ -33,11 +33,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from debias_bench.data import Split, Splits
+from debias_bench.data import Split
 from debias_bench.errors import CorruptDataError, DataNotFoundError
 from debias_bench.family import (
     DatasetFamily,
-    load_split,
     publish_dataset,
     ratio_dirname,
     save_split,
@@ -166,16 +165,13 @@ def import_disent(family: DatasetFamily, root: Path, ratio: float) -> Path:
     return target
 
 
-def load_imported(family: DatasetFamily, ratio: float) -> Splits:
-    folder = imported_folder(family, ratio)
-    if not (folder / "manifest.json").is_file():
+def imported_split_dirs(family: DatasetFamily, ratio: float) -> tuple[Path, dict[str, Path]]:
+    """(manifest folder, split folders) of the data ``bench data import`` put in for ``ratio``."""
+    root = imported_folder(family, ratio)
+    if not (root / "manifest.json").is_file():
         raise DataNotFoundError(
-            f"no imported LfF data for {family.spec.name} at {ratio:g}% ({folder})",
+            f"no imported data for {family.spec.name} at {ratio:g}% ({root})",
             hint=f"run `bench data import {family.spec.name} <LfF Tag folder or DisEnt folder> "
             f"--ratio {ratio:g}`",
         )
-    return Splits(
-        train=load_split(folder / "train", "train"),
-        valid=load_split(folder / "valid", "valid"),
-        test=load_split(folder / "test", "test"),
-    )
+    return root, {s: root / s for s in ("train", "valid", "test")}

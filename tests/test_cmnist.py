@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import shutil
 from pathlib import Path
@@ -60,7 +61,8 @@ def test_read_idx_rejects_a_corrupt_file(tmp_path):
 
 
 def test_missing_raw_data_says_where_it_looked(tmp_path, monkeypatch):
-    monkeypatch.setattr("debias_bench.datasets.mnist_raw.MIRRORS", ("http://127.0.0.1:9/",))
+    offline = dataclasses.replace(ColoredMNIST.raw_source, mirrors=("http://127.0.0.1:9/",))
+    monkeypatch.setattr(ColoredMNIST, "raw_source", offline)
     family = ColoredMNIST(tmp_path / "raw", tmp_path / "data")
     with pytest.raises(DataNotFoundError) as err:
         family.load(1.0)

@@ -1,0 +1,112 @@
+"""Prepared data is checked against its manifest before a run reads it.
+
+``manifest.json`` (written by ``family.publish_dataset``) holds the SHA-256 of every file of a
+prepared dataset. Before a run reads a split, each file it reads is checked:
+
+* files read into memory (the 28/32-px sets, ~0.1 s for Colored MNIST) are hashed every time;
+* memory-mapped files (the 224-px sets, GBs) are hashed once, and then trusted while their
+  size and modification time are those recorded in ``.verified.json`` beside the manifest.
+
+A mismatch, a missing file or a missing manifest is a CorruptDataError naming the file and
+the command that rebuilds it. The data's fingerprint is a hash of the checksums of the files
+read, so two runs share a fingerprint exactly when they read the same bytes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from debias_bench.errors import CorruptDataError
+
+MANIFEST = "manifest.json"
+VERIFIED_CACHE = ".verified.json"
+
+
+def sha256(path: Path, chunk: int = 1 << 22) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while block := handle.read(chunk):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def read_manifest(root: Path, fix: str) -> dict[str, Any]:
+    """The manifest of the prepared dataset at ``root``; CorruptDataError when absent/broken."""
+    path = root / MANIFEST
+    if not path.is_file():
+        raise CorruptDataError(
+            f"{path} is missing: the prepared data in {root} cannot be checked",
+            hint=f"rebuild it (this restores the manifest): `{fix}`",
+        )
+    try:
+        manifest = json.loads(path.read_text())
+        if not isinstance(manifest.get("files"), dict):
+            raise ValueError("no 'files' table")
+    except (ValueError, OSError, AttributeError) as exc:
+        raise CorruptDataError(f"{path} is unreadable ({exc})", hint=f"rebuild: `{fix}`") from exc
+    return manifest
+
+
+def _read_cache(root: Path) -> dict[str, list[Any]]:
+    try:
+        data = json.loads((root / VERIFIED_CACHE).read_text())
+        return data if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def _write_cache(root: Path, cache: Mapping[str, list[Any]]) -> None:
+    tmp = root / f"{VERIFIED_CACHE}.{os.getpid()}.tmp"
+    with contextlib.suppress(OSError):  # a read-only data root: hash again next time
+        tmp.write_text(json.dumps(cache, sort_keys=True))
+        os.replace(tmp, root / VERIFIED_CACHE)
+    with contextlib.suppress(OSError):
+        tmp.unlink(missing_ok=True)
+
+
+def check_files(root: Path, files: Iterable[Path], *, trust_stat: bool, fix: str) -> dict[str, str]:
+    """Check ``files`` (under ``root``) against the manifest; returns ``{relative path: sha256}``.
+
+    ``trust_stat``: a file whose size and mtime match the record of an earlier full check is
+    not hashed again (for memory-mapped sets)."""
+    manifest_files: dict[str, str] = read_manifest(root, fix)["files"]
+    cache = _read_cache(root) if trust_stat else {}
+    digests, changed = {}, False
+    for path in files:
+        rel = path.relative_to(root).as_posix()
+        want = manifest_files.get(rel)
+        if want is None:
+            raise CorruptDataError(f"{path} is not listed in {root / MANIFEST}", hint=f"`{fix}`")
+        if not path.is_file():
+            raise CorruptDataError(f"{path} is missing", hint=f"rebuild it: `{fix}`")
+        stat = path.stat()
+        stamp = [stat.st_size, stat.st_mtime_ns, want]
+        if not (trust_stat and cache.get(rel) == stamp):
+            if sha256(path) != want:
+                raise CorruptDataError(
+                    f"{path} does not match its checksum in {root / MANIFEST}: the prepared "
+                    "data was changed after it was built",
+                    hint=f"rebuild it: `{fix}`",
+                )
+            cache[rel], changed = stamp, True
+        digests[rel] = want
+    if trust_stat and changed:
+        _write_cache(root, cache)
+    return digests
+
+
+def fingerprint_of(digests: Mapping[str, str]) -> str:
+    """A short content hash of a set of files (their relative paths and checksums)."""
+    canonical = json.dumps(sorted(digests.items()))
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+def manifest_digests(root: Path, fix: str) -> dict[str, str]:
+    """Every file checksum the manifest of ``root`` lists (no re-hashing)."""
+    return dict(read_manifest(root, fix)["files"])
