@@ -22,6 +22,7 @@ from debias_bench.reporting import (
     render,
 )
 from debias_bench.reporting.paper import DEFAULT_PAPER
+from debias_bench.reporting.tuned import split_tuned, tuned_tables
 from debias_bench.store import RunStore
 
 
@@ -43,7 +44,10 @@ def cmd_report(args: argparse.Namespace) -> int:
             records = records[records[column] == wanted]
     opts = options(args)
     paper = load_paper(args.paper) if args.compare_paper else None
+    records, tuned = split_tuned(Path(args.out), records)  # bench tune's search runs apart
     tables = build_tables(records, args.table, opts, paper)
+    if args.table == "all":
+        tables += tuned_tables(tuned, opts)
     text = render(tables, args.format, standalone=not args.fragment)
     if args.output:
         Path(args.output).parent.mkdir(parents=True, exist_ok=True)
