@@ -121,6 +121,15 @@ def cmd_ablation(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_tune(args: argparse.Namespace) -> int:
+    from debias_bench.reporting.tuned import plot_tuning
+    from debias_bench.tune import TUNED_FILE, read_tuned
+
+    for path in plot_tuning(read_tuned(Path(args.out) / TUNED_FILE), Path(args.output)):
+        print(f"wrote {path}", file=sys.stderr)
+    return 0
+
+
 def add(sub: argparse._SubParsersAction) -> None:
     analyze = sub.add_parser("analyze", help="analyses of trained runs")
     what = analyze.add_subparsers(dest="analysis", required=True)
@@ -138,3 +147,9 @@ def add(sub: argparse._SubParsersAction) -> None:
     abl.add_argument("--selection", default="last", choices=["last", "best_valid", "best_test"])
     abl.add_argument("-o", "--output", default="ablation.png", help="figure path (PNG and PDF)")
     abl.set_defaults(func=cmd_ablation)
+    tune = what.add_parser(
+        "tune", help="validation accuracy against each tuned hyperparameter (bench tune)"
+    )
+    tune.add_argument("--out", required=True, help="the run store bench tune wrote")
+    tune.add_argument("-o", "--output", default="tune.png", help="figure path (PNG and PDF)")
+    tune.set_defaults(func=cmd_tune)
