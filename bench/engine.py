@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import math
 import random
 import resource
 import sys
@@ -26,6 +27,7 @@ from debias_bench import __version__
 from debias_bench.acceleration import accelerate, amp_dtype, autocast
 from debias_bench.config import RunConfig
 from debias_bench.data import Splits, TrainStream, resize_split, resized_spec
+from debias_bench.errors import BenchError
 from debias_bench.family import DatasetFamily, build_lock
 from debias_bench.method import Method, TrainEnv
 from debias_bench.metrics import SelectionTracker, collect_features, evaluate_split
@@ -36,6 +38,31 @@ from debias_bench.store import RunDir
 
 class Interrupted(Exception):
     """Raised after a checkpoint when the run was asked to stop (signal, preemption, test)."""
+
+
+class Diverged(BenchError):
+    """A training scalar became NaN or infinite: the run ends as failed (reason: diverged) at
+    the first evaluation that sees it, and never gives a number."""
+
+    def __init__(self, step: int, scalars: dict[str, float]) -> None:
+        bad = ", ".join(f"{k}={v}" for k, v in sorted(scalars.items()) if not math.isfinite(v))
+        super().__init__(
+            f"diverged at step {step}: {bad}",
+            hint="lower the learning rate (`bench config METHOD DATASET` shows it) and rerun "
+            "with --retry-failed",
+        )
+        self.step = step
+
+
+def _finite(value: Any) -> Any:
+    """``value`` with every non-finite float replaced by None (metrics.jsonl is strict JSON)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
 
 
 class Progress:
@@ -162,8 +189,6 @@ def restore_method(
     run_dir: RunDir, place: DataPlace, device: torch.device
 ) -> tuple[Method, DatasetFamily, Splits]:
     """A run's method with the weights of its latest checkpoint, in eval mode."""
-    from debias_bench.errors import BenchError
-
     config = RunConfig.from_json(run_dir.config())
     family, splits, _, method = _setup(config, place, device)
     checkpoint = run_dir.load_checkpoint()
@@ -286,12 +311,16 @@ def _train(
         train_time += time.perf_counter() - tick
         progress.advance(step)
         if step % eval_every == 0 or step == total_steps:
+            train_means = {k: float(v) / max(count, 1) for k, v in sums.items()}
+            if not all(math.isfinite(v) for v in train_means.values()):
+                progress.close()
+                raise Diverged(step, train_means)
             method.eval_mode()
             with autocast(amp, device):
                 record = {
                     "step": step,
                     "epoch": step / stream.steps_per_epoch,
-                    "train": {k: float(v) / max(count, 1) for k, v in sums.items()},
+                    "train": train_means,
                     "valid": evaluate_split(method.predict, splits.valid, spec, eval_bs, device),
                     "test": evaluate_split(method.predict, splits.test, spec, eval_bs, device),
                     "train_time_s": train_time,
@@ -301,7 +330,7 @@ def _train(
             method.train_mode()
             sums, count = {}, 0
             tracker.update(record)
-            run_dir.append_metrics(record)
+            run_dir.append_metrics(_finite(record))
             save(step)
             run_dir.heartbeat(step=step, total_steps=total_steps)
             progress.evaluated(record)

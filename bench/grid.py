@@ -5,7 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from debias_bench.config import RunConfig, make_config, preset_data_options
+from debias_bench.config import (
+    RunConfig,
+    make_config,
+    method_yaml,
+    preset_data_options,
+    recipe_dataset,
+)
 from debias_bench.errors import ConfigError
 from debias_bench.registry import DATASETS
 
@@ -21,11 +27,15 @@ class Grid:
     epochs: int | None = None
     overrides: dict[str, Any] = field(default_factory=dict)
     data_options: dict[str, Any] = field(default_factory=dict)
+    #: per-cell values (``bench run --hparams tuned.yaml``): (method, dataset, ratio) -> values
+    tuned: dict[tuple[str, str, float], dict[str, Any]] = field(default_factory=dict)
 
 
 def expand(grid: Grid) -> tuple[list[RunConfig], list[str]]:
-    """Configs of the grid, and notes on combinations left out (unsupported ratios)."""
-    configs, notes = [], []
+    """Configs of the grid (each checked; duplicates collapsed), and notes: combinations left
+    out (unsupported ratios) and methods that have no settings for a dataset."""
+    configs: list[RunConfig] = []
+    notes: list[str] = []
     # every family takes a data seed (the base class keeps options it does not name)
     known_options = {d: {"data_seed", *DATASETS.get(d).option_names()} for d in grid.datasets}
     unknown = set(grid.data_options) - set().union(*known_options.values())
@@ -61,8 +71,24 @@ def expand(grid: Grid) -> tuple[list[RunConfig], list[str]]:
                             grid.epochs,
                             grid.overrides,
                             options,
+                            grid.tuned.get((method, dataset, float(ratio))),
                         )
                     )
     if not configs:
         raise ConfigError("the grid is empty", hint="; ".join(notes) or None)
-    return configs, notes
+    notes += [n for d in grid.datasets for m in grid.methods if (n := bare_defaults_note(m, d))]
+    unique = {c.run_id: c for c in configs}  # --seeds 0,0 or --ratios 5,5.0: one run each
+    return list(unique.values()), notes
+
+
+def bare_defaults_note(method: str, dataset: str) -> str | None:
+    """A note when ``method`` has settings for other datasets but none for ``dataset`` (its own
+    YAML entry or its recipe's): which keys then fall back to the method's bare defaults."""
+    entries = method_yaml(method).get("datasets") or {}
+    if not entries or recipe_dataset(method, dataset) is not None:
+        return None
+    keys = sorted({k for entry in entries.values() for k in (entry or {})} - {"ratios", "presets"})
+    return (
+        f"{method} has no settings for {dataset} (no entry in its YAML, no recipe=): "
+        f"bare defaults for {', '.join(keys)}; `bench config {method} {dataset}` shows them"
+    )

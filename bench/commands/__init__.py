@@ -1,5 +1,5 @@
 """One module per `bench` sub-command, each with an ``add(subparsers)`` function."""
 
-from . import analyze, data, listing, perf, regress, report, run, status, viz
+from . import analyze, config, data, listing, perf, regress, report, run, status, tune, viz
 
-COMMANDS = (run, status, report, regress, listing, data, analyze, viz, perf)
+COMMANDS = (run, tune, config, status, report, regress, listing, data, analyze, viz, perf)

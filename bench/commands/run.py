@@ -13,6 +13,7 @@ import os
 import signal
 import sys
 import time
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -30,9 +31,11 @@ from debias_bench.launchers import Launcher, Sweep, schedule
 from debias_bench.launchers.inline import InlineLauncher
 from debias_bench.launchers.local import LocalLauncher
 from debias_bench.launchers.slots import Slot, plan_slots, visible_gpus
+from debias_bench.preflight import check_data, check_device, check_out, check_seeds, unique
 from debias_bench.registry import DATASETS, METHODS
 from debias_bench.store import RunStore
 from debias_bench.sweep import MAX_ATTEMPTS, Outcome, plan, record_submission
+from debias_bench.tune import load_tuned
 
 from .common import data_args, floats, fmt, ints
 
@@ -99,7 +102,7 @@ def summary(outcomes: list[Outcome]) -> str:
                 fmt(last.get("conflicting_accuracy")),
                 fmt(best.get("accuracy")),
                 fmt((o.result or {}).get("train_time_s")),
-                o.note[:60],
+                o.note.splitlines()[0][:60] if o.note else "",
             ]
         )
     headers = [
@@ -136,14 +139,17 @@ def _record_jobs(store: RunStore) -> Any:
 
 
 def _timeout(text: str | None) -> float | None:
-    """``90`` (seconds), ``30m``, ``2h``."""
+    """``90`` (seconds), ``30m``, ``2h``; more than zero."""
     if not text:
         return None
     scale = {"s": 1, "m": 60, "h": 3600}.get(text[-1].lower())
     try:
-        return float(text[:-1]) * scale if scale else float(text)
+        seconds = float(text[:-1]) * scale if scale else float(text)
     except ValueError:
-        raise ConfigError(f"bad --timeout {text!r}", hint="seconds, or e.g. 30m, 2h") from None
+        seconds = float("nan")
+    if not 0 < seconds < float("inf"):
+        raise ConfigError(f"bad --timeout {text!r}", hint="more than 0: seconds, or 30m, 2h")
+    return seconds
 
 
 def _launcher(
@@ -152,6 +158,7 @@ def _launcher(
     place: DataPlace,
     stop: dict[str, Any],
     on_submitted: Any,
+    timeout_s: float | None,
 ) -> Launcher:
     if args.launcher == "inline":
         if args.timeout:
@@ -170,7 +177,7 @@ def _launcher(
             place,
             local_slots(args),
             max_attempts=args.max_attempts,
-            timeout_s=_timeout(args.timeout),
+            timeout_s=timeout_s,
             grace_s=args.grace,
         )
     from debias_bench.launchers.slurm import SlurmLauncher, load_resources, slurm_available
@@ -191,7 +198,7 @@ def _launcher(
         load_resources(args.resources, {k: v for k, v in flags.items() if v is not None}),
         array_parallelism=args.array_parallelism,
         max_attempts=args.max_attempts,
-        timeout_s=_timeout(args.timeout),
+        timeout_s=timeout_s,
         on_submitted=on_submitted,
     )
 
@@ -232,9 +239,14 @@ def execute(
     """Run ``configs`` into ``store`` through the launcher that ``execution_args`` chose, with
     the signal handling of ``bench run`` (also ``bench tune``'s); returns the sweep and the
     signal that stopped it, if any."""
+    # nothing is recorded until every check has passed (debias_bench.preflight)
+    check_device(args.device)
+    timeout_s = _timeout(args.timeout)
     place = DataPlace(paths.raw_root(args.raw_root), paths.data_root(args.data_root))
+    check_data(configs, place)
+    check_out(store.root)
     stop: dict[str, Any] = {"signal": None}
-    launcher = _launcher(args, store, place, stop, _record_jobs(store))
+    launcher = _launcher(args, store, place, stop, _record_jobs(store), timeout_s)
     plan(store, configs)  # every run of the sweep is visible to `bench status` from now on
 
     def on_signal(signum: int, _frame: Any) -> None:
@@ -275,15 +287,16 @@ def execute(
 
 def cmd_run(args: argparse.Namespace) -> int:
     grid = Grid(
-        methods=METHODS.resolve(args.methods),
-        datasets=DATASETS.resolve(args.datasets),
-        ratios=floats(args.ratios) if args.ratios else None,
-        seeds=ints(args.seeds),
+        methods=list(dict.fromkeys(METHODS.resolve(args.methods))),
+        datasets=list(dict.fromkeys(DATASETS.resolve(args.datasets))),
+        ratios=unique(floats(args.ratios)) if args.ratios else None,
+        seeds=check_seeds(ints(args.seeds)),
         protocol=args.protocol,
         preset=args.preset,
         epochs=args.epochs,
         overrides=parse_overrides(args.set),
         data_options={"data_seed": args.data_seed, **parse_overrides(args.data_option)},
+        tuned=load_tuned(args.hparams) if args.hparams else {},
     )
     configs, notes = [], []
     grids = ablation_grids(get_ablation(args.ablation), grid) if args.ablation else [grid]
@@ -291,6 +304,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         more, more_notes = expand(one)
         configs += more
         notes += [n for n in more_notes if n not in notes]
+    configs = list({c.run_id: c for c in configs}.values())  # grids of an ablation overlap
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
     store = RunStore(Path(args.out))
@@ -317,7 +331,22 @@ def cmd_run(args: argparse.Namespace) -> int:
     if signum is not None:
         print("interrupted: rerun the same command to resume", file=sys.stderr)
         return 128 + signum
-    return 1 if failed or sweep.stopped == "fail-fast" else 0
+    return exit_code(outcomes, len(configs))
+
+
+def exit_code(outcomes: list[Outcome], planned: int) -> int:
+    """0 only when every run of the grid is done (or skipped by its method, with a reason);
+    1 when any failed, diverged, was interrupted, is held by another process or never ran."""
+    finished = {"done", "skipped"}
+    unfinished = [o for o in outcomes if o.state not in finished]
+    if unfinished or len(outcomes) < planned:
+        states = Counter(str(o.state) for o in unfinished)
+        if len(outcomes) < planned:
+            states["not started"] = planned - len(outcomes)
+        text = ", ".join(f"{n} {state}" for state, n in sorted(states.items()))
+        print(f"not every run is done ({text}): exit code 1", file=sys.stderr)
+        return 1
+    return 0
 
 
 def add(sub: argparse._SubParsersAction) -> None:
@@ -326,6 +355,11 @@ def add(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--datasets", default="cmnist", help="comma list or 'all'")
     run.add_argument("--ratios", help="bias-conflicting %% (default: each dataset's ratios)")
     run.add_argument("--seeds", default="0", help="comma list, e.g. 0,1,2")
+    run.add_argument(
+        "--hparams",
+        metavar="TUNED_YAML",
+        help="per-cell values chosen by `bench tune` (DIR/tuned.yaml); --set still wins",
+    )
     config_args(run)
     run.add_argument("--out", default=str(paths.DEFAULT_OUT), help="run store directory")
     run.add_argument(

@@ -33,6 +33,7 @@ import yaml
 
 from debias_bench.engine import DataPlace
 from debias_bench.errors import ConfigError
+from debias_bench.registry import DATASETS
 from debias_bench.store import RunStore
 
 from .plugins import plugins_for
@@ -87,12 +88,23 @@ class ResourceTable:
 _KEYS = {f.name for f in fields(Resources)}
 
 
-def _check_keys(where: str, entry: dict[str, Any]) -> dict[str, Any]:
+#: resource keys that are counts (the others are strings; ``time`` may also be minutes)
+_COUNTS = ("gpus", "cpus")
+
+
+def _check_keys(where: str, entry: Any) -> dict[str, Any]:
+    if not isinstance(entry, dict):
+        raise ConfigError(f"{where}: expected a mapping of resource keys, not {entry!r}")
     unknown = set(entry) - _KEYS
     if unknown:
         raise ConfigError(
             f"{where}: unknown resource keys {sorted(unknown)}", hint=f"known: {sorted(_KEYS)}"
         )
+    for key, value in entry.items():
+        if key in _COUNTS and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+            raise ConfigError(f"{where}: {key} must be a whole number >= 0, not {value!r}")
+        if key not in _COUNTS and value is not None and not isinstance(value, str | int):
+            raise ConfigError(f"{where}: {key} must be a string, not {value!r}")
     return {k: (str(v) if k == "time" else v) for k, v in entry.items()}
 
 
@@ -111,9 +123,21 @@ def load_resources(path: str | None, overrides: dict[str, Any]) -> ResourceTable
             doc = yaml.safe_load(Path(path).read_text()) or {}
         except OSError as exc:
             raise ConfigError(f"cannot read --resources {path}: {exc}") from exc
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"--resources {path} is not valid YAML: {exc}") from None
+        if not isinstance(doc, dict):
+            raise ConfigError(f"--resources {path}: expected keys default: and datasets:")
         unknown = set(doc) - {"default", "datasets"}
         if unknown:
             raise ConfigError(f"{path}: unknown top-level keys {sorted(unknown)}")
+        if not isinstance(doc.get("datasets") or {}, dict):
+            raise ConfigError(f"{path}: datasets: must map dataset names to resources")
+        strangers = set(doc.get("datasets") or {}) - set(DATASETS.names())
+        if strangers:
+            raise ConfigError(
+                f"{path}: unknown dataset(s) {sorted(strangers)} under datasets:",
+                hint=f"registered: {', '.join(DATASETS.names())}",
+            )
     default = Resources(**_check_keys(f"{path}: default", doc.get("default") or {}))
     default = replace(default, **_check_keys("command line", overrides))
     datasets = {

@@ -1,0 +1,67 @@
+"""`bench config METHOD DATASET`: every resolved hyperparameter with the layer it came from,
+one per line as ``key  value  source`` (like ``git config --show-origin``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from debias_bench.config import PRESETS, PROTOCOLS, parse_overrides, resolve_layers
+from debias_bench.hparams import SPEED_KEYS
+from debias_bench.registry import DATASETS, METHODS
+
+
+def _value(value: object) -> str:
+    return json.dumps(value) if not isinstance(value, str) else value
+
+
+def cmd_config(args: argparse.Namespace) -> int:
+    method = METHODS.resolve(args.method)
+    dataset = DATASETS.resolve(args.dataset)
+    if len(method) != 1 or len(dataset) != 1:
+        from debias_bench.errors import ConfigError
+
+        raise ConfigError("bench config takes one method and one dataset")
+    ratio = args.ratio if args.ratio is not None else DATASETS.get(dataset[0]).spec.ratios[0]
+    resolved = resolve_layers(
+        method[0],
+        dataset[0],
+        args.protocol,
+        args.preset,
+        args.epochs,
+        parse_overrides(args.set),
+        ratio,
+    )
+    recipe = f", method settings of {resolved.recipe} (recipe)" if resolved.recipe else ""
+    print(
+        f"# {method[0]} on {dataset[0]} at {ratio:g} %, protocol {args.protocol}, "
+        f"preset {args.preset}{recipe}"
+    )
+    rows = [
+        (
+            key,
+            _value(value) + (" (speed only, not in the run id)" if key in SPEED_KEYS else ""),
+            src,
+        )
+        for key, value, src in resolved.rows()
+    ]
+    width_key = max(len(r[0]) for r in rows)
+    width_value = max(len(r[1]) for r in rows)
+    for key, value, source in rows:
+        print(f"{key:<{width_key}}  {value:<{width_value}}  {source}")
+    return 0
+
+
+def add(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "config",
+        help="show every resolved hyperparameter of METHOD on DATASET and where it comes from",
+    )
+    p.add_argument("method")
+    p.add_argument("dataset")
+    p.add_argument("--preset", default="paper", choices=list(PRESETS))
+    p.add_argument("--protocol", default="official", choices=list(PROTOCOLS))
+    p.add_argument("--ratio", type=float, help="bias-conflicting %% (default: the smallest)")
+    p.add_argument("--epochs", type=int)
+    p.add_argument("--set", action="append", metavar="KEY=VALUE")
+    p.set_defaults(func=cmd_config)
