@@ -182,9 +182,6 @@ def _launcher(
         )
     from debias_bench.launchers.slurm import SlurmLauncher, load_resources, slurm_available
 
-    why = slurm_available()
-    if why:
-        raise ConfigError(f"--launcher slurm: {why}", hint="scripts/slurm_local_cluster.sh")
     flags = {
         "partition": args.partition,
         "time": args.time,
@@ -192,10 +189,14 @@ def _launcher(
         "cpus": args.cpus_per_run,
         "mem": args.mem_per_run,
     }
+    resources = load_resources(args.resources, {k: v for k, v in flags.items() if v is not None})
+    why = slurm_available()
+    if why:
+        raise ConfigError(f"--launcher slurm: {why}", hint="scripts/slurm_local_cluster.sh")
     return SlurmLauncher(
         store,
         place,
-        load_resources(args.resources, {k: v for k, v in flags.items() if v is not None}),
+        resources,
         array_parallelism=args.array_parallelism,
         max_attempts=args.max_attempts,
         timeout_s=timeout_s,
