@@ -12,6 +12,7 @@ from debias_bench.config import (
     preset_data_options,
     recipe_dataset,
 )
+from debias_bench.data_options import check_data_options, data_options_by_dataset
 from debias_bench.errors import ConfigError
 from debias_bench.registry import DATASETS
 
@@ -36,19 +37,11 @@ def expand(grid: Grid) -> tuple[list[RunConfig], list[str]]:
     out (unsupported ratios) and methods that have no settings for a dataset."""
     configs: list[RunConfig] = []
     notes: list[str] = []
-    # every family takes a data seed (the base class keeps options it does not name)
-    known_options = {d: {"data_seed", *DATASETS.get(d).option_names()} for d in grid.datasets}
-    unknown = set(grid.data_options) - set().union(*known_options.values())
-    if unknown:
-        valid = sorted(set().union(*known_options.values()))
-        raise ConfigError(
-            f"unknown data option(s) {', '.join(sorted(unknown))} for {', '.join(grid.datasets)}",
-            hint=f"valid: {', '.join(valid)}",
-        )
+    # each dataset gets the grid-wide options it declares, checked (debias_bench.data_options)
+    given = data_options_by_dataset(grid.datasets, grid.data_options)
     for dataset in grid.datasets:
-        # an option a dataset does not have (e.g. severity on BAR) is not passed to it
-        options = preset_data_options(grid.preset, dataset)
-        options.update((k, v) for k, v in grid.data_options.items() if k in known_options[dataset])
+        options = check_data_options(dataset, preset_data_options(grid.preset, dataset))
+        options.update(given[dataset])
         supported = DATASETS.get(dataset).spec.ratios
         ratios = supported if grid.ratios is None else [r for r in grid.ratios if r in supported]
         dropped = [r for r in (grid.ratios or []) if r not in supported]
