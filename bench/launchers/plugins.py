@@ -1,15 +1,23 @@
 """Modules that register extra methods or datasets, imported in every process of a sweep.
 
 A method or dataset that lives outside the package (a user's own, or a test's) is registered
-when its module is imported. The sweep's own process has imported it; a worker process (a
-local subprocess or a SLURM job) must import it again. :func:`plugins_for` lists those modules
-(and the ``sys.path`` entries that find them); ``BENCH_PLUGINS=mod1,mod2`` names more, for
-``bench`` itself to import (``BENCH_PLUGINS=my_methods bench run --methods mine ...``).
+when its module is imported. ``BENCH_PLUGINS`` names them, comma-separated, as module names
+(found on ``sys.path``/``PYTHONPATH``) or as paths to ``.py`` files (no PYTHONPATH needed)::
+
+    BENCH_PLUGINS=my_methods,./plugins/my_dataset.py bench run --methods mine ...
+
+``bench`` imports them before any command. A worker process (a local subprocess or a Slurm
+job) must import them again: :func:`plugins_for` lists what it needs (the ``BENCH_PLUGINS``
+entries, with paths made absolute, plus the modules outside the package that registered the
+runs' methods and datasets, as a file path when they were loaded from one). Any exception
+while importing a plugin is a ConfigError naming the plugin and the error.
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib
+import importlib.util
 import os
 import sys
 from collections.abc import Iterable
@@ -20,27 +28,100 @@ from debias_bench.errors import ConfigError
 from debias_bench.registry import DATASETS, METHODS
 
 PLUGINS_ENV = "BENCH_PLUGINS"
+#: module name -> the file it was loaded from, for plugins given as paths
+_FROM_PATH: dict[str, str] = {}
 
 
 def env_plugins() -> list[str]:
     return [m.strip() for m in os.environ.get(PLUGINS_ENV, "").split(",") if m.strip()]
 
 
+def is_path(entry: str) -> bool:
+    """A ``.py`` file or anything with a path separator; otherwise a module name."""
+    return entry.endswith(".py") or "/" in entry or os.sep in entry
+
+
 def import_plugins(names: Iterable[str] | None = None, paths: Iterable[str] = ()) -> list[str]:
-    """Import ``names`` (default: ``$BENCH_PLUGINS``) after putting ``paths`` on sys.path."""
+    """Import ``names`` (default: ``$BENCH_PLUGINS``; module names or ``.py`` paths) after
+    putting ``paths`` on sys.path."""
     for path in paths:
         if path not in sys.path:
             sys.path.insert(0, path)
     names = env_plugins() if names is None else list(names)
     for name in names:
-        try:
-            importlib.import_module(name)
-        except ImportError as exc:
-            raise ConfigError(
-                f"cannot import plugin module {name!r}: {exc}",
-                hint=f"check {PLUGINS_ENV} and PYTHONPATH",
-            ) from exc
+        import_plugin(name)
     return names
+
+
+def import_plugin(entry: str) -> str:
+    """Import one plugin (module name or file path); returns its module name."""
+    try:
+        if is_path(entry):
+            return _import_file(Path(entry).expanduser())
+        importlib.import_module(entry)
+        return entry
+    except ConfigError:
+        raise
+    except ModuleNotFoundError as exc:
+        if exc.name and entry.split(".")[0] == exc.name.split(".")[0]:
+            raise ConfigError(
+                f"cannot import plugin {entry!r}: no module named {exc.name!r}",
+                hint=f"check {PLUGINS_ENV} and PYTHONPATH, or give the path to its .py file "
+                "(a path needs no PYTHONPATH)",
+            ) from exc
+        raise _failed(entry, exc) from exc
+    except (Exception, SystemExit) as exc:  # a plugin's own bug: name it, no traceback
+        raise _failed(entry, exc) from exc
+
+
+def _failed(entry: str, exc: BaseException) -> ConfigError:
+    where = ""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    if tb is not None:
+        where = f" (at {tb.tb_frame.f_code.co_filename}:{tb.tb_lineno})"
+    return ConfigError(
+        f"plugin {entry!r} failed to import: {type(exc).__name__}: {exc}{where}",
+        hint=f"fix the plugin or remove it from {PLUGINS_ENV}",
+    )
+
+
+def _module_name(path: Path) -> str:
+    """The file's stem, unless that names another module (e.g. ``datasets``): then a name
+    made unique by the path."""
+    stem = path.stem
+    if stem.isidentifier():
+        if _FROM_PATH.get(stem) == str(path):
+            return stem
+        if stem not in sys.modules and importlib.util.find_spec(stem) is None:
+            return stem
+    digest = hashlib.sha256(str(path).encode()).hexdigest()[:8]
+    safe = "".join(c if c.isalnum() else "_" for c in stem)
+    return f"bench_plugin_{safe}_{digest}"
+
+
+def _import_file(path: Path) -> str:
+    path = path.resolve()
+    if not path.is_file():
+        raise ConfigError(
+            f"plugin file {path} does not exist", hint=f"check the paths in {PLUGINS_ENV}"
+        )
+    name = _module_name(path)
+    if name in sys.modules and _FROM_PATH.get(name) == str(path):
+        return name  # already imported (every command imports $BENCH_PLUGINS once)
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ConfigError(f"plugin {path} is not a Python module", hint="give a .py file")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # before running it: dataclasses and pickling look it up
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
+    _FROM_PATH[name] = str(path)
+    return name
 
 
 def _import_root(module: str) -> str | None:
@@ -55,18 +136,26 @@ def _import_root(module: str) -> str | None:
     return str(root)
 
 
+def _worker_entry(entry: str) -> str:
+    """An entry a worker can import from any working directory."""
+    return str(Path(entry).expanduser().resolve()) if is_path(entry) else entry
+
+
 def plugins_for(configs: Iterable[RunConfig]) -> tuple[list[str], list[str]]:
-    """(modules, sys.path entries) a worker needs to find every method and dataset of
+    """(plugin entries, sys.path entries) a worker needs to find every method and dataset of
     ``configs``: ``$BENCH_PLUGINS`` plus the modules outside the package that registered them."""
-    modules = env_plugins()
+    entries = [_worker_entry(e) for e in env_plugins()]
     for config in configs:
         for cls in (METHODS.get(config.method), DATASETS.get(config.dataset)):
             module = cls.__module__
-            if not module.startswith("debias_bench") and module not in (*modules, "__main__"):
-                modules.append(module)
+            if module.startswith("debias_bench") or module == "__main__":
+                continue
+            entry = _FROM_PATH.get(module, module)
+            if entry not in entries:
+                entries.append(entry)
     paths = []
-    for module in modules:
-        root = _import_root(module)
+    for entry in entries:
+        root = None if is_path(entry) else _import_root(entry)
         if root and root not in paths:
             paths.append(root)
-    return modules, paths
+    return entries, paths

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from debias_bench.errors import ConfigError
 from debias_bench.registry import DATASETS, METHODS, PAPER_DATASET_ORDER, PAPER_METHOD_ORDER
 
 #: Column order of the paper's tables; methods not listed follow in registry order.
@@ -45,8 +46,11 @@ def method_order(names: list[str]) -> list[str]:
 
 
 def dataset_order(names: list[str]) -> list[str]:
+    """The paper's row order, then registry order (plugins as registered), then by name."""
     names = list(dict.fromkeys(names))
-    return sorted(names, key=lambda n: (DATASET_ORDER.index(n) if n in DATASET_ORDER else 99, n))
+    registered = [n for n in DATASETS.names() if n not in DATASET_ORDER]
+    order = (*DATASET_ORDER, *registered)
+    return sorted(names, key=lambda n: (order.index(n) if n in order else len(order), n))
 
 
 def method_name(method: str) -> str:
@@ -76,8 +80,24 @@ def dataset_spec(dataset: str) -> Any | None:
     return getattr(DATASETS.get(dataset), "spec", None)
 
 
+#: A registered dataset's declared kind -> its accuracy table
+KIND_TABLES = {"synthetic": "synthetic", "real": "real"}
+
+
 def table_of(dataset: str) -> str:
-    """Which accuracy table a dataset's rows go to."""
+    """Which accuracy table a dataset's rows go to: its declared kind
+    (``register_dataset(..., kind="synthetic")``: Table 1, an unbiased test set;
+    ``kind="real"``: Table 2, a bias-conflicting test set); the paper's datasets by name while
+    not registered; "other" for a dataset that declares no kind."""
+    if dataset in DATASETS:
+        kind = DATASETS.entry(dataset).meta.get("kind")
+        if kind is not None:
+            if kind not in KIND_TABLES:
+                raise ConfigError(
+                    f"dataset {dataset!r} declares kind={kind!r}",
+                    hint=f"kind is one of {', '.join(KIND_TABLES)} (or left out: 'other' table)",
+                )
+            return KIND_TABLES[kind]
     if dataset in SYNTHETIC:
         return "synthetic"
     if dataset in REAL:
