@@ -180,6 +180,24 @@ def test_winner_is_chosen_on_validation_never_on_test(tmp_path):
     assert not {r for t in cell.trials for r in t["runs"]} & set(cell.runs)
 
 
+def test_a_diverged_trial_loses_and_a_crashed_one_is_a_problem(tmp_path, capsys):
+    args = _args(tmp_path)
+    cells, _ = plan_cells(args)
+    store = RunStore(Path(args.out))
+    _plant(store, cells, {0: (50.0, 50.0), 1: (10.0, 99.0), 2: (90.0, 5.0)})
+    diverged = cells[0].trials[2][1][0]
+    store.run(diverged.run_id).result_path.unlink()
+    store.run(diverged.run_id).set_status("failed", reason="diverged", error="diverged at step 3")
+    assert main(["tune", *_argv(args)]) == 0  # the search itself went fine
+    assert read_tuned(Path(args.out) / "tuned.yaml").cells[0].trial == 0
+    assert "trial 2 diverged" in capsys.readouterr().err
+    crashed = cells[0].trials[1][1][0]
+    store.run(crashed.run_id).result_path.unlink()
+    store.run(crashed.run_id).set_status("failed", reason="crashed", error="boom")
+    assert main(["tune", *_argv(args)]) == 1
+    assert f"trial 1: {crashed.run_id} failed" in capsys.readouterr().err
+
+
 def _argv(args) -> list[str]:
     return ["--methods", args.methods, "--datasets", args.datasets, "--ratios", args.ratios,
             "--trials", str(args.trials), "--seeds", args.seeds, "--set", "epochs=2",

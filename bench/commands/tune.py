@@ -23,6 +23,7 @@ from tabulate import tabulate
 from debias_bench.config import RunConfig, parse_overrides
 from debias_bench.errors import ConfigError
 from debias_bench.grid import Grid, expand
+from debias_bench.launchers import Sweep
 from debias_bench.registry import DATASETS, METHODS
 from debias_bench.store import RunStore
 from debias_bench.sweep import Outcome
@@ -42,6 +43,9 @@ from debias_bench.tune import (
 
 from .common import floats, fmt, ints
 from .run import config_args, execute, execution_args
+
+#: ``status.json`` reason of a run whose loss became NaN or infinite (``states.FailReason``)
+DIVERGED = "diverged"
 
 
 @dataclass
@@ -144,7 +148,7 @@ def _check_seeds(tune_seeds: list[int], seeds: list[int]) -> None:
         )
 
 
-def _stopped(sweep: Any, signum: int | None, phase: str) -> int | None:
+def _stopped(sweep: Sweep, signum: int | None, phase: str) -> int | None:
     """The exit code when a phase did not finish in this process (signal or detached)."""
     if sweep.stopped and sweep.stopped.startswith("detached"):
         print(sweep.stopped.removeprefix("detached: "), file=sys.stderr)
@@ -188,6 +192,57 @@ def summary(tuned: TunedFile, outcomes: dict[str, Outcome], selection: str) -> s
     return tabulate(rows, headers=headers, tablefmt="github")
 
 
+def _trial_problems(cell: Cell, store: RunStore, outcomes: dict[str, Outcome]) -> list[str]:
+    """Trial runs that did not end well, except those that diverged: a configuration whose
+    loss blew up is a result of the search (it loses), not a failure of it."""
+    problems = []
+    for trial, configs in cell.trials:
+        for config in configs:
+            state = outcomes[config.run_id].state if config.run_id in outcomes else "not run"
+            if state in ("done", "skipped"):
+                continue
+            if store.run(config.run_id).status().get("reason") == DIVERGED:
+                print(
+                    f"note: {cell.label} trial {trial.index} diverged (it loses)", file=sys.stderr
+                )
+                continue
+            problems.append(f"{cell.label} trial {trial.index}: {config.run_id} {state}")
+    return problems
+
+
+def choose_winners(
+    args: argparse.Namespace, cells: list[Cell], store: RunStore, outcomes: dict[str, Outcome]
+) -> tuple[list[TunedCell], list[RunConfig], list[str]]:
+    """Per cell, the winner on validation (its Optuna studies told every score) and its reruns
+    on ``--seeds``; and the problems that make ``bench tune`` exit 1."""
+    chosen: list[TunedCell] = []
+    finals: list[RunConfig] = []
+    problems: list[str] = []
+    fixed = parse_overrides(args.set)
+    for cell in cells:
+        problems += _trial_problems(cell, store, outcomes)
+        scored = score_cell(cell, store, args.selection)
+        for s in scored:
+            cell.search.tell(s.trial.index, s.mean)
+        winner = choose(scored)
+        if winner is None:
+            states = [outcomes[r].state for s in scored for r in s.run_ids if r in outcomes]
+            if states and all(state == "skipped" for state in states):
+                print(f"note: {cell.label}: skipped by the method", file=sys.stderr)
+            else:
+                problems.append(f"{cell.label}: no trial finished on every seed; no winner")
+            continue
+        tuned = tuned_cell(cell, scored, winner)
+        grid = _grid(
+            args, cell.method, cell.dataset, [cell.ratio], ints(args.seeds), fixed | tuned.hparams
+        )
+        reruns = expand(grid)[0]
+        tuned.runs = [c.run_id for c in reruns]
+        chosen.append(tuned)
+        finals += reruns
+    return chosen, finals, problems
+
+
 def cmd_tune(args: argparse.Namespace) -> int:
     if args.trials < 1:
         raise ConfigError("--trials must be at least 1")
@@ -216,23 +271,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     if code is not None:
         return code
     outcomes = {o.config.run_id: o for o in sweep.outcomes}
-    chosen: list[TunedCell] = []
-    finals: list[RunConfig] = []
-    fixed = parse_overrides(args.set)
-    for cell in cells:
-        scored = score_cell(cell, store, args.selection)
-        for s in scored:
-            cell.search.tell(s.trial.index, s.mean)
-        winner = choose(scored)
-        if winner is None:
-            print(f"note: {cell.label}: no trial finished; no winner", file=sys.stderr)
-            continue
-        tuned = tuned_cell(cell, scored, winner)
-        grid = _grid(args, cell.method, cell.dataset, [cell.ratio], seeds, fixed | tuned.hparams)
-        reruns = expand(grid)[0]
-        tuned.runs = [c.run_id for c in reruns]
-        chosen.append(tuned)
-        finals += reruns
+    chosen, finals, problems = choose_winners(args, cells, store, outcomes)
     tuned_file = TunedFile(
         protocol=args.protocol,
         preset=args.preset,
@@ -241,13 +280,12 @@ def cmd_tune(args: argparse.Namespace) -> int:
         tune_seeds=tune_seeds,
         seeds=seeds,
         sampler_seed=args.sampler_seed,
-        fixed=fixed,
+        fixed=parse_overrides(args.set),
         cells=chosen,
     )
     path = Path(args.out) / TUNED_FILE
     write_tuned(path, tuned_file)
     print(f"wrote {path} ({len(chosen)} cell(s))", file=sys.stderr)
-    failed = sum(o.state == "failed" for o in outcomes.values())
     if finals:
         print(f"reruns of the winners on seeds {args.seeds}", file=sys.stderr)
         sweep, signum = execute(args, finals, store)
@@ -255,14 +293,19 @@ def cmd_tune(args: argparse.Namespace) -> int:
         if code is not None:
             return code
         outcomes.update({o.config.run_id: o for o in sweep.outcomes})
-        failed += sum(o.state == "failed" for o in sweep.outcomes)
+        problems += [f"rerun {o.config.run_id} {o.state}" for o in sweep.outcomes
+                     if o.state not in ("done", "skipped")]  # fmt: skip
     print(summary(tuned_file, outcomes, args.selection))
     print(
         f"\nwinners chosen on validation accuracy ({args.selection} checkpoint); "
         f"report: `bench report --out {args.out}`",
         file=sys.stderr,
     )
-    return 1 if failed or len(chosen) < len(cells) else 0
+    for problem in problems:
+        print(f"problem: {problem}", file=sys.stderr)
+    if problems:
+        print(f"see `bench status --out {args.out} --failed`", file=sys.stderr)
+    return 1 if problems else 0
 
 
 def add(sub: argparse._SubParsersAction) -> None:
