@@ -1,5 +1,31 @@
 """One module per `bench` sub-command, each with an ``add(subparsers)`` function."""
 
-from . import analyze, config, data, listing, perf, regress, report, run, status, tune, viz
+from . import (
+    analyze,
+    config,
+    data,
+    listing,
+    perf,
+    regress,
+    report,
+    reproduce,
+    run,
+    status,
+    tune,
+    viz,
+)
 
-COMMANDS = (run, tune, config, status, report, regress, listing, data, analyze, viz, perf)
+COMMANDS = (
+    run,
+    tune,
+    config,
+    status,
+    report,
+    regress,
+    reproduce,
+    listing,
+    data,
+    analyze,
+    viz,
+    perf,
+)

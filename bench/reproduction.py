@@ -1,0 +1,267 @@
+"""The committed reproduction: finished runs exported to a CSV, compared with the paper.
+
+``export_frame`` reads a run store (never writes to it) and returns one row per done run and
+selection (test split) with the columns of :data:`COLUMNS`; ``compare_frame`` turns such a CSV
+into one row per (method, ratio): our mean ± std over seeds, the paper's, the difference, and a
+flag when the difference is larger than ``max(MIN_GAP, combined std)``. Flagged cells carry a
+reason from an explanations YAML (``results/reproduction/explanations.yaml``)::
+
+    cells:
+      cmnist:
+        vanilla:
+          all: why every ratio of this method differs
+          1.0: why this ratio differs (wins over ``all``)
+    notes:
+      - text printed under the table of the generated README
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import yaml
+
+from debias_bench.errors import ConfigError
+from debias_bench.registry import METHODS
+from debias_bench.reporting.paper import PaperNumbers, load_paper
+from debias_bench.reporting.records import run_rows
+from debias_bench.reporting.stats import STATISTIC, combined_std, seed_stats
+from debias_bench.states import RunState
+from debias_bench.store import RunStore
+
+COLUMNS = [
+    "method",
+    "dataset",
+    "ratio",
+    "seed",
+    "protocol",
+    "preset",
+    "selection",
+    "accuracy",
+    "aligned_accuracy",
+    "conflicting_accuracy",
+    "epochs",
+    "train_time_s",
+    "device",
+    "code_version",
+]
+#: a cell is flagged when |ours - paper| exceeds max(MIN_GAP, combined std), in points
+MIN_GAP = 2.0
+UNEXPLAINED = "UNEXPLAINED"
+
+
+# --------------------------------------------------------------------------- export
+def export_frame(store: RunStore, dataset: str | None = None) -> tuple[pd.DataFrame, list[str]]:
+    """(rows of the done runs, ids of the runs that are not done) of ``store``.
+
+    One row per done run and selection, test split only, sorted for a stable diff."""
+    rows: list[dict[str, Any]] = []
+    unfinished: list[str] = []
+    for run_dir in store.runs():
+        records = run_rows(run_dir)
+        if not records or (dataset and records[0].get("dataset") != dataset):
+            continue
+        if records[0]["state"] != RunState.DONE.value:
+            unfinished.append(f"{run_dir.run_id} ({records[0]['state']})")
+            continue
+        result = run_dir.result() or {}
+        for record in records:
+            if record["split"] != "test":
+                continue
+            row = {k: record.get(k) for k in COLUMNS}
+            row["epochs"] = result.get("epochs")
+            row["code_version"] = result.get("code_version")
+            rows.append(row)
+    frame = pd.DataFrame(rows, columns=COLUMNS)
+    frame = frame.sort_values(["dataset", "method", "ratio", "seed", "selection"], kind="stable")
+    return frame.reset_index(drop=True), sorted(unfinished)
+
+
+def write_csv(frame: pd.DataFrame, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    frame.to_csv(path, index=False, float_format="%.4f")
+
+
+def read_csv(path: Path) -> pd.DataFrame:
+    if not path.is_file():
+        raise ConfigError(f"no reproduction CSV at {path}", hint="bench reproduce export first")
+    frame = pd.read_csv(path)
+    missing = [c for c in COLUMNS if c not in frame.columns]
+    if missing:
+        raise ConfigError(
+            f"{path} lacks the columns {', '.join(missing)}",
+            hint="write it with `bench reproduce export`",
+        )
+    frame["ratio"] = frame["ratio"].astype(float)
+    return frame
+
+
+# --------------------------------------------------------------------------- comparison
+@dataclass(frozen=True)
+class Comparison:
+    """One (method, ratio) cell of ours against the paper."""
+
+    method: str
+    ratio: float
+    ours_mean: float | None
+    ours_std: float | None
+    n: int
+    paper_mean: float | None
+    paper_std: float | None
+    reason: str = ""
+
+    @property
+    def diff(self) -> float | None:
+        if self.ours_mean is None or self.paper_mean is None:
+            return None
+        return self.ours_mean - self.paper_mean
+
+    @property
+    def tolerance(self) -> float:
+        return max(MIN_GAP, combined_std(self.ours_std, self.paper_std))
+
+    @property
+    def flagged(self) -> bool:
+        return self.diff is not None and abs(self.diff) > self.tolerance + 1e-9
+
+
+def is_flagged(ours: float, ours_std: float | None, paper: float, paper_std: float | None) -> bool:
+    """The flagging rule on its own: |ours - paper| > max(MIN_GAP, combined std)."""
+    return abs(ours - paper) > max(MIN_GAP, combined_std(ours_std, paper_std)) + 1e-9
+
+
+def load_explanations(path: Path | None) -> dict[str, Any]:
+    if path is None or not path.is_file():
+        return {}
+    data = yaml.safe_load(path.read_text()) or {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping with 'cells' and 'notes'")
+    return data
+
+
+def explanation(explanations: dict[str, Any], dataset: str, method: str, ratio: float) -> str:
+    """The reason for a cell: its ratio's entry, else the method's ``all`` entry."""
+    per_method = ((explanations.get("cells") or {}).get(dataset) or {}).get(method) or {}
+    for key, text in per_method.items():
+        if key != "all" and math.isclose(float(key), ratio):
+            return str(text).strip()
+    return str(per_method.get("all", "")).strip()
+
+
+def compare_frame(
+    frame: pd.DataFrame,
+    dataset: str,
+    selection: str = "last",
+    protocol: str = "official",
+    preset: str = "paper",
+    paper: PaperNumbers | None = None,
+    explanations: dict[str, Any] | None = None,
+) -> list[Comparison]:
+    """Every (method, ratio) the paper reports for ``dataset`` or we ran, in the paper's
+    method order then ratio; ours from the rows of ``selection``, ``protocol``, ``preset``."""
+    paper = paper or load_paper()
+    explanations = explanations or {}
+    rows = frame[
+        (frame["dataset"] == dataset)
+        & (frame["selection"] == selection)
+        & (frame["protocol"] == protocol)
+        & (frame["preset"] == preset)
+    ]
+    keys = {(m, r) for d, r, m in paper.accuracy if d == dataset}
+    keys |= {(m, float(r)) for m, r in zip(rows["method"], rows["ratio"], strict=True)}
+    order = {name: i for i, name in enumerate(METHODS.names())}
+    out = []
+    for method, ratio in sorted(keys, key=lambda k: (order.get(k[0], len(order)), k[0], k[1])):
+        values = rows[(rows["method"] == method) & (rows["ratio"] == ratio)]["accuracy"]
+        mean, std, n = seed_stats(values)
+        paper_mean, paper_std = paper.accuracy.get((dataset, ratio, method), (None, None))
+        cell = Comparison(method, ratio, mean, std, n, paper_mean, paper_std)
+        if cell.flagged:
+            reason = explanation(explanations, dataset, method, ratio) or UNEXPLAINED
+            cell = replace(cell, reason=reason)
+        out.append(cell)
+    return out
+
+
+# --------------------------------------------------------------------------- rendering
+def _stat(mean: float | None, std: float | None) -> str:
+    if mean is None:
+        return "–"
+    return f"{mean:.2f}" if std is None else f"{mean:.2f} ± {std:.2f}"
+
+
+def display_name(method: str) -> str:
+    return METHODS.entry(method).display_name if method in METHODS else method
+
+
+def render_table(cells: list[Comparison]) -> str:
+    """The comparison as a GitHub Markdown table; flagged differences marked ``⚑``."""
+    head = "| method | ratio (%) | ours | n | paper | ours − paper | flag | reason |"
+    lines = [head, "|---|---:|---:|---:|---:|---:|:---:|---|"]
+    for c in cells:
+        diff = "–" if c.diff is None else f"{c.diff:+.2f}"
+        ours = _stat(c.ours_mean, c.ours_std) if c.n else "not run"
+        flag = "⚑" if c.flagged else ""
+        lines.append(
+            f"| {display_name(c.method)} | {c.ratio:g} | {ours} | {c.n} | "
+            f"{_stat(c.paper_mean, c.paper_std)} | {diff} | {flag} | {c.reason} |"
+        )
+    return "\n".join(lines)
+
+
+def caption(frame: pd.DataFrame, dataset: str, selection: str, protocol: str, preset: str) -> str:
+    devices = ", ".join(sorted({str(d) for d in frame["device"].dropna()})) or "–"
+    versions = ", ".join(sorted({str(v) for v in frame["code_version"].dropna()})) or "–"
+    return (
+        f"{dataset}, selection `{selection}`, protocol `{protocol}`, preset `{preset}`; ours: "
+        f"{STATISTIC}; paper: as printed (three trials). Flag ⚑: |ours − paper| > "
+        f"max({MIN_GAP:g} points, sqrt(std_ours² + std_paper²)). Device: {devices}; "
+        f"code version: {versions}."
+    )
+
+
+def render_readme(
+    frame: pd.DataFrame,
+    cells: list[Comparison],
+    dataset: str,
+    selection: str,
+    protocol: str,
+    preset: str,
+    explanations: dict[str, Any],
+    csv_name: str,
+    expected_seeds: int = 3,
+    now: datetime | None = None,
+) -> str:
+    """results/reproduction/README.md: the table, the incomplete cells and the notes."""
+    now = now or datetime.now(UTC)
+    incomplete = [
+        f"{display_name(c.method)} {c.ratio:g} %: {c.n} of {expected_seeds} seeds"
+        for c in cells
+        if c.n < expected_seeds and c.paper_mean is not None
+    ]
+    flagged = [c for c in cells if c.flagged]
+    parts = [
+        f"# Reproduction: {dataset} against the ETF-Debias paper",
+        "",
+        f"Generated {now:%Y-%m-%d %H:%M} UTC by `bench reproduce table {csv_name} --readme` "
+        f"from `{csv_name}` ({len(frame)} rows: one per done run and selection).",
+        "",
+        caption(frame, dataset, selection, protocol, preset),
+        "",
+        render_table(cells),
+        "",
+        f"{len(flagged)} of {sum(c.diff is not None for c in cells)} compared cells flagged.",
+    ]
+    if incomplete:
+        parts += ["", "Cells without all seeds (still running or not run yet):", ""]
+        parts += [f"- {line}" for line in incomplete]
+    notes = explanations.get("notes") or []
+    if notes:
+        parts += ["", "## Notes", ""]
+        parts += [f"- {str(note).strip()}" for note in notes]
+    return "\n".join(parts) + "\n"

@@ -1,0 +1,239 @@
+"""`bench reproduce`: export of done runs to the reproduction CSV, the flagging rule, the table.
+
+The run store is written with the real ``RunStore`` (config, status, result as the engine
+leaves them), so the export reads exactly what a sweep leaves behind.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from debias_bench.cli import main
+from debias_bench.errors import ConfigError
+from debias_bench.reporting.paper import PaperNumbers
+from debias_bench.reproduction import (
+    COLUMNS,
+    UNEXPLAINED,
+    compare_frame,
+    explanation,
+    export_frame,
+    is_flagged,
+    read_csv,
+    render_readme,
+    render_table,
+    write_csv,
+)
+from debias_bench.store import RunStore
+
+SELECTIONS = ("last", "best_valid", "best_test")
+
+
+def metrics(acc: float) -> dict[str, Any]:
+    return {"accuracy": acc, "aligned_accuracy": acc + 10.0, "conflicting_accuracy": acc - 5.0}
+
+
+def write_run(
+    root: Path,
+    method: str,
+    ratio: float,
+    seed: int,
+    acc: float | None,
+    state: str = "done",
+    dataset: str = "cmnist",
+) -> None:
+    """A run as the engine leaves it; ``acc`` is the test accuracy of ``last`` (best_valid +1,
+    best_test +2)."""
+    run = RunStore(root).run(f"{dataset}_{method}_r{ratio:g}_s{seed}_0123456789")
+    config = {
+        "method": method,
+        "dataset": dataset,
+        "ratio": ratio,
+        "seed": seed,
+        "protocol": "official",
+        "preset": "paper",
+        "hparams": {},
+    }
+    run.write_config(config)
+    if state != "done":
+        run.set_status(state)
+        return
+    assert acc is not None
+    selections = {
+        sel: {"step": 10, "epoch": 1.0, "valid": metrics(acc + 50), "test": metrics(acc + k)}
+        for k, sel in enumerate(SELECTIONS)
+    }
+    run.write_result(
+        {
+            **config,
+            "run_id": run.run_id,
+            "selections": selections,
+            "train_time_s": 12.5,
+            "prepare_time_s": 0.0,
+            "peak_memory_mb": 1.0,
+            "device": "cpu",
+            "epochs": 100.0,
+            "code_version": "0.1.0",
+        }
+    )
+    run.set_status("done", exit_code=0)
+
+
+@pytest.fixture()
+def store(tmp_path: Path) -> Path:
+    root = tmp_path / "runs"
+    for seed, (van, etf) in enumerate([(54.0, 80.0), (55.0, 82.0), (56.0, 84.0)]):
+        write_run(root, "vanilla", 1.0, seed, van)
+        write_run(root, "etf_debias", 1.0, seed, etf)
+    write_run(root, "lff", 1.0, 0, 71.0)
+    write_run(root, "lff", 1.0, 1, None, state="running")
+    write_run(root, "vanilla", 5.0, 0, 10.0, dataset="toy")  # another dataset
+    return root
+
+
+PAPER = PaperNumbers(
+    name="test",
+    source="test paper",
+    protocol="official",
+    statistic="",
+    accuracy={
+        ("cmnist", 1.0, "vanilla"): (48.45, 0.06),
+        ("cmnist", 1.0, "etf_debias"): (81.97, 0.26),
+        ("cmnist", 1.0, "lff"): (72.29, 1.69),
+        ("cmnist", 1.0, "disent"): (79.49, 1.44),
+    },
+)
+
+
+def test_export_rows_and_columns(store: Path, tmp_path: Path) -> None:
+    frame, unfinished = export_frame(RunStore(store), "cmnist")
+    assert list(frame.columns) == COLUMNS
+    # 7 done cmnist runs x 3 selections; the running one and the toy run are left out
+    assert len(frame) == 21
+    assert set(frame["dataset"]) == {"cmnist"}
+    assert unfinished == ["cmnist_lff_r1_s1_0123456789 (running)"]
+    row = frame[(frame["method"] == "etf_debias") & (frame["seed"] == 1)]
+    assert dict(zip(row["selection"], row["accuracy"], strict=True)) == {
+        "last": 82.0,
+        "best_valid": 83.0,
+        "best_test": 84.0,
+    }  # the test split, not valid (+50)
+    assert set(row["epochs"]) == {100.0} and set(row["code_version"]) == {"0.1.0"}
+    assert set(row["aligned_accuracy"] - row["accuracy"]) == {10.0}
+    path = tmp_path / "out" / "cmnist.csv"
+    write_csv(frame, path)
+    back = read_csv(path)
+    assert list(back.columns) == COLUMNS and len(back) == 21
+    pd.testing.assert_series_equal(back["accuracy"], frame["accuracy"].astype(float))
+
+
+def test_export_all_datasets(store: Path) -> None:
+    frame, _ = export_frame(RunStore(store))
+    assert set(frame["dataset"]) == {"cmnist", "toy"}
+
+
+def test_read_csv_rejects_other_files(tmp_path: Path) -> None:
+    path = tmp_path / "x.csv"
+    path.write_text("method,accuracy\nvanilla,1\n")
+    with pytest.raises(ConfigError, match="lacks the columns"):
+        read_csv(path)
+    with pytest.raises(ConfigError, match="no reproduction CSV"):
+        read_csv(tmp_path / "absent.csv")
+
+
+@pytest.mark.parametrize(
+    ("ours", "ours_std", "paper", "paper_std", "flagged"),
+    [
+        (50.0, 0.5, 48.5, 0.1, False),  # 1.5 < 2 points
+        (50.6, 0.5, 48.5, 0.1, True),  # 2.1 > max(2, 0.51)
+        (55.0, 4.0, 50.0, 3.0, False),  # 5 = combined std 5: not outside
+        (55.1, 4.0, 50.0, 3.0, True),  # 5.1 > 5
+        (45.0, None, 48.0, None, True),  # one seed: the 2-point floor applies
+        (46.5, None, 48.0, None, False),
+    ],
+)
+def test_flagging_rule(ours, ours_std, paper, paper_std, flagged) -> None:
+    assert is_flagged(ours, ours_std, paper, paper_std) is flagged
+
+
+def test_compare_flags_and_reasons(store: Path) -> None:
+    frame, _ = export_frame(RunStore(store), "cmnist")
+    explanations = {"cells": {"cmnist": {"vanilla": {"all": "generic", 1.0: "ratio one"}}}}
+    cells = {
+        c.method: c for c in compare_frame(frame, "cmnist", paper=PAPER, explanations=explanations)
+    }
+    van, etf, lff, disent = cells["vanilla"], cells["etf_debias"], cells["lff"], cells["disent"]
+    assert (van.ours_mean, van.ours_std, van.n) == (55.0, 1.0, 3)
+    assert van.flagged and van.reason == "ratio one"  # 6.55 > 2: the ratio entry wins
+    assert etf.ours_mean == 82.0 and not etf.flagged and etf.reason == ""
+    assert lff.n == 1 and lff.ours_std is None and not lff.flagged  # 71 vs 72.29: < 2 points
+    assert disent.n == 0 and disent.diff is None and not disent.flagged  # not run
+    other = compare_frame(frame, "cmnist", selection="best_test", paper=PAPER)
+    flagged = {c.method: c.reason for c in other if c.flagged}
+    assert flagged == {"vanilla": UNEXPLAINED, "etf_debias": UNEXPLAINED}  # 84.0 vs 81.97
+
+
+def test_explanation_lookup() -> None:
+    data = {"cells": {"cmnist": {"lff": {"all": "a", 0.5: "b"}}}}
+    assert explanation(data, "cmnist", "lff", 0.5) == "b"
+    assert explanation(data, "cmnist", "lff", 1.0) == "a"
+    assert explanation(data, "cmnist", "sd", 1.0) == ""
+    assert explanation({}, "cmnist", "lff", 1.0) == ""
+
+
+def test_render_table_and_readme(store: Path) -> None:
+    frame, _ = export_frame(RunStore(store), "cmnist")
+    explanations = {
+        "cells": {"cmnist": {"vanilla": {"all": "longer schedule"}}},
+        "notes": ["a recipe note"],
+    }
+    cells = compare_frame(frame, "cmnist", paper=PAPER, explanations=explanations)
+    table = render_table(cells).splitlines()
+    assert table[0].startswith("| method | ratio (%) | ours | n | paper | ours − paper | flag")
+    rows = {line.split(" | ")[0].lstrip("| "): line for line in table[2:]}
+    assert rows["Vanilla"] == (
+        "| Vanilla | 1 | 55.00 ± 1.00 | 3 | 48.45 ± 0.06 | +6.55 | ⚑ | longer schedule |"
+    )
+    assert rows["ETF-Debias"].endswith("| +0.03 |  |  |")
+    assert "| LfF | 1 | 71.00 | 1 |" in rows["LfF"]
+    assert "| DisEnt | 1 | not run | 0 | 79.49 ± 1.44 | – |" in rows["DisEnt"]
+    readme = render_readme(
+        frame,
+        cells,
+        "cmnist",
+        "last",
+        "official",
+        "paper",
+        explanations,
+        "cmnist.csv",
+        now=datetime(2026, 11, 23, 22, 15, tzinfo=UTC),
+    )
+    assert "Generated 2026-11-23 22:15 UTC" in readme
+    assert "Device: cpu" in readme
+    assert "1 of 3 compared cells flagged." in readme
+    assert "- LfF 1 %: 1 of 3 seeds" in readme and "- DisEnt 1 %: 0 of 3 seeds" in readme
+    assert "- Vanilla 1 %" not in readme
+    assert readme.rstrip().endswith("- a recipe note")
+
+
+def test_cli_export_and_table(store: Path, tmp_path: Path, capsys) -> None:
+    csv = tmp_path / "res" / "cmnist.csv"
+    assert (
+        main(["reproduce", "export", "--out", str(store), "--dataset", "cmnist", "-o", str(csv)])
+        == 0
+    )
+    assert "not done: cmnist_lff_r1_s1" in capsys.readouterr().err
+    readme = tmp_path / "res" / "README.md"
+    expl = tmp_path / "none.yaml"
+    assert (
+        main(["reproduce", "table", str(csv), "--explanations", str(expl), "--readme", str(readme)])
+        == 0
+    )
+    out = capsys.readouterr().out
+    assert "| Vanilla | 1 | 55.00 ± 1.00 | 3 | 48.45 ± 0.06 | +6.55 | ⚑ | UNEXPLAINED |" in out
+    assert "| ETF-Debias | 0.5 | not run | 0 | 71.63 ± 0.28 |" in out  # the paper's own cells
+    assert readme.read_text().startswith("# Reproduction: cmnist against the ETF-Debias paper")
