@@ -132,11 +132,15 @@ class DatasetFamily(ABC):
 
     def fingerprint(self, ratio: float | None = None) -> str:
         """Content hash of the prepared data a run at ``ratio`` reads (every prepared file when
-        None). Families that keep no npy store are hashed from their loaded splits."""
+        None), from the checksums its files were checked against; prepares what is missing.
+        Families that keep no npy store are hashed from their loaded splits."""
         try:
             if ratio is not None:
-                return fingerprint_of(self.checked_files(self.check_ratio(ratio)))
+                ratio = self.check_ratio(ratio)
+                self.prepare([ratio])
+                return fingerprint_of(self.checked_files(ratio))
             root, _ = self.split_dirs(self.spec.ratios[0])
+            self.prepare()
             return fingerprint_of(manifest_digests(root, self.repair_command()))
         except NotImplementedError:
             ratios = [ratio] if ratio is not None else list(self.spec.ratios)

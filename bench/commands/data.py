@@ -10,6 +10,8 @@ from pathlib import Path
 from tabulate import tabulate
 
 from debias_bench import paths
+from debias_bench.config import parse_overrides
+from debias_bench.data_options import data_options_by_dataset
 from debias_bench.errors import BenchError
 from debias_bench.family import build_lock, describe_dataset
 from debias_bench.registry import DATASETS
@@ -17,9 +19,12 @@ from debias_bench.registry import DATASETS
 from .common import data_args, floats
 
 
-def _family(name: str, args: argparse.Namespace):
-    raw, root = paths.raw_root(args.raw_root), paths.data_root(args.data_root)
-    return DATASETS.get(name)(raw, root)
+def _family(name: str, args: argparse.Namespace, raw_root: Path | None = None):
+    """The dataset family with the ``--data-option`` values it declares (checked)."""
+    raw = raw_root or paths.raw_root(args.raw_root)
+    given = parse_overrides(getattr(args, "data_option", None))
+    options = data_options_by_dataset(DATASETS.resolve(args.name), given)[name] if given else {}
+    return DATASETS.get(name)(raw, paths.data_root(args.data_root), **options)
 
 
 def cmd_data(args: argparse.Namespace) -> int:
@@ -28,8 +33,11 @@ def cmd_data(args: argparse.Namespace) -> int:
     for name in names:
         try:
             family = _family(name, args)
-            with build_lock(family):
-                folder = family.prepare(floats(args.ratios) if args.ratios else None)
+            ratios = floats(args.ratios) if args.ratios else None
+            with build_lock(family):  # --force only where asked: plugins may not take it
+                folder = (
+                    family.prepare(ratios, force=True) if args.force else family.prepare(ratios)
+                )
         except BenchError as exc:
             if len(names) == 1:
                 raise
@@ -104,14 +112,45 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 
 def cmd_fixture(args: argparse.Namespace) -> int:
-    from debias_bench.datasets import bffhq
-
-    if args.name != "bffhq":
-        raise BenchError(f"no fixture generator for {args.name!r}; available: bffhq")
-    target = Path(args.out) if args.out else paths.data_root(args.data_root) / "fixtures" / "bffhq"
-    bffhq.write_fixture(target, aligned_per_class=args.per_class)
-    print(f"bffhq: synthetic fixture (published layout) written to {target}")
+    """A tiny synthetic stand-in of a dataset's raw sources, in its published layout."""
+    data_root = paths.data_root(args.data_root)
+    raw = Path(args.out) if args.out else data_root / "fixtures"
+    family = _family(args.name, args, raw_root=raw)
+    options = family.write_fixture(per_class=args.per_class)
+    print(f"{args.name}: synthetic fixture (published layout) written under {raw}")
     print("  it stands in for the real data in pipeline tests only; results on it mean nothing")
+    if args.name == "bffhq" and not args.out:
+        print("  bffhq reads it from there when <raw root>/bffhq is absent")
+    else:
+        extra = "".join(f" --data-option {k}={v}" for k, v in options.items())
+        print(f"  build it with: bench data prepare {args.name} --raw-root {raw}{extra}")
+    return 0
+
+
+def cmd_download(args: argparse.Namespace) -> int:
+    """Fetch a dataset's public raw sources into the raw root (checksums checked)."""
+    from debias_bench.download import fetch
+
+    raw = paths.raw_root(args.raw_root)
+    failed = []
+    for name in DATASETS.resolve(args.name):
+        remote = _family(name, args).remote()
+        if remote is None:
+            failed.append(name)
+            print(f"{name}: no public download; see `bench data prepare {name}`", file=sys.stderr)
+            continue
+        folder = fetch(remote, raw, force=args.force)
+        print(f"{name}: raw sources in {folder}; next: bench data prepare {name}")
+    return 1 if failed else 0
+
+
+def cmd_options(args: argparse.Namespace) -> int:
+    """The declared build/read options of each dataset (``--data-option NAME=VALUE``)."""
+    for name in DATASETS.resolve(args.name):
+        cls = DATASETS.get(name)
+        print(name)
+        for option in cls.data_options().values():
+            print(f"  {option.describe()}")
     return 0
 
 
@@ -145,6 +184,15 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def _option_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--data-option",
+        action="append",
+        metavar="KEY=VALUE",
+        help="a declared build option (see `bench data options NAME`)",
+    )
+
+
 def add(sub: argparse._SubParsersAction) -> None:
     data = sub.add_parser("data", help="prepare, verify and describe datasets")
     data_sub = data.add_subparsers(dest="data_command", required=True)
@@ -152,14 +200,31 @@ def add(sub: argparse._SubParsersAction) -> None:
     prepare = data_sub.add_parser("prepare", help="build a dataset from its raw sources")
     prepare.add_argument("name", help="dataset name, comma list or 'all'")
     prepare.add_argument("--ratios", help="only these ratios (%%)")
+    prepare.add_argument(
+        "--force", action="store_true", help="rebuild even if prepared (corrupt or changed data)"
+    )
+    _option_arg(prepare)
     data_args(prepare)
     prepare.set_defaults(func=cmd_data)
+
+    download = data_sub.add_parser(
+        "download", help="fetch the public raw sources into the raw root (checksums checked)"
+    )
+    download.add_argument("name", help="dataset name, comma list or 'all'")
+    download.add_argument("--force", action="store_true", help="download again")
+    data_args(download)
+    download.set_defaults(func=cmd_download)
+
+    options = data_sub.add_parser("options", help="the build/read options a dataset declares")
+    options.add_argument("name", nargs="?", default="all", help="dataset name(s) (default all)")
+    options.set_defaults(func=cmd_options)
 
     verify = data_sub.add_parser(
         "verify", help="check counts per split x class x bias, image sizes and checksums"
     )
     verify.add_argument("name", help="dataset name, comma list or 'all'")
     verify.add_argument("--quiet", action="store_true", help="no count tables")
+    _option_arg(verify)
     data_args(verify)
     verify.set_defaults(func=cmd_verify)
 
@@ -168,11 +233,11 @@ def add(sub: argparse._SubParsersAction) -> None:
     info.set_defaults(func=cmd_info)
 
     fixture = data_sub.add_parser(
-        "fixture", help="write a small synthetic stand-in in a published layout (bffhq)"
+        "fixture", help="write a tiny synthetic stand-in of a dataset's raw sources"
     )
-    fixture.add_argument("name", choices=["bffhq"])
-    fixture.add_argument("--out", help="target folder (default <data root>/fixtures/bffhq)")
-    fixture.add_argument("--per-class", type=int, default=40, help="aligned images per class")
+    fixture.add_argument("name", help="dataset name")
+    fixture.add_argument("--out", help="raw root to write it under (default <data root>/fixtures)")
+    fixture.add_argument("--per-class", type=int, help="images per class (a size knob)")
     data_args(fixture)
     fixture.set_defaults(func=cmd_fixture)
 
