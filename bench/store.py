@@ -1,15 +1,22 @@
 """The run store: one directory per run, written only by the run's own process.
 
     <out>/<run_id>/config.json    resolved configuration + provenance (code and data version)
-    <out>/<run_id>/status.json    state, host, pid, heartbeat, attempt, exit code, error
+    <out>/<run_id>/status.json    state, reason, host, pid, heartbeat, attempt, exit code, error
     <out>/<run_id>/metrics.jsonl  one line per evaluation
     <out>/<run_id>/checkpoint.pt  latest checkpoint (for resume)
-    <out>/<run_id>/result.json    final result; its presence marks the run as done
+    <out>/<run_id>/result.json    final result; a complete, finite one marks the run as done
     <out>/<run_id>/.lock          held (flock) by the process that owns the run while it lives
     <out>/<run_id>/stderr.log     the worker's stderr, one header line per start (launchers)
 
 Every JSON file and the checkpoint are written to a temporary file and renamed into place,
-so a reader (``bench status``, ``bench report``) never sees a half-written file.
+so a reader (``bench status``, ``bench report``) never sees a half-written file; a failed
+write removes its temporary file and raises an ``OSError`` naming the file it was writing
+(``store_write`` set on it), so a full disk fails the run with the path and the errno.
+
+Faults stay local: a run whose ``config.json``, ``status.json`` or ``result.json`` is missing
+or unreadable is ``corrupt`` (:meth:`RunDir.fault` names the file and the fix), and every
+command goes on with the other runs. A torn line in ``metrics.jsonl`` is skipped, never the
+records after it.
 
 Ownership: a run's files are written only by the process that holds its lock: the worker while
 it lives; before it starts, the sweep that plans it (``config.json`` and a ``pending`` status,
@@ -18,6 +25,7 @@ launcher that started it (to record the exit code and the tail of stderr of a wo
 could not). The lock is what tells a live run from a dead
 one on the same host; across hosts (a shared file system whose locks are host-local) a run is
 dead when its heartbeat, refreshed every ``HEARTBEAT_EVERY_S`` by a thread, is stale.
+What a run's files mean together is decided in :mod:`debias_bench.states`.
 """
 
 from __future__ import annotations
@@ -25,6 +33,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
+import math
 import os
 import socket
 import threading
@@ -36,34 +45,85 @@ from typing import Any
 import torch
 
 from debias_bench.errors import CorruptDataError
+from debias_bench.states import (
+    HEARTBEAT_EVERY_S,
+    STALE_AFTER_S,
+    Facts,
+    FailReason,
+    RunState,
+    effective_state,
+    parse_state,
+)
 
-STATES = ("pending", "running", "done", "failed", "interrupted", "skipped")
-#: how often a live run refreshes its heartbeat (a thread, see :class:`Heartbeat`)
-HEARTBEAT_EVERY_S = 30.0
-#: a running run whose heartbeat is older than this is reported as dead
-STALE_AFTER_S = 10 * HEARTBEAT_EVERY_S
+#: every run state (the enum lives in ``debias_bench.states``)
+STATES = tuple(RunState)
+#: the files whose presence makes a directory of the store a run
+RUN_FILES = ("config.json", "status.json", "result.json", "metrics.jsonl", "checkpoint.pt")
 #: serialises read-modify-write of status.json between the threads of one process
 _STATUS_LOCK = threading.RLock()
+
+__all__ = [
+    "HEARTBEAT_EVERY_S",
+    "STALE_AFTER_S",
+    "STATES",
+    "Heartbeat",
+    "RunDir",
+    "RunStore",
+    "read_json",
+    "write_atomic",
+    "write_json",
+]
+
+
+@contextlib.contextmanager
+def _writing(path: Path, tmp: Path | None = None) -> Iterator[None]:
+    """Name ``path`` in an OSError raised while writing it (a bare ENOSPC from ``write()``
+    names no file), mark it as a store write, and remove the temporary file ``tmp``."""
+    try:
+        yield
+    except BaseException as exc:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+        if not isinstance(exc, OSError):
+            raise
+        named = OSError(exc.errno, exc.strerror or str(exc), str(path))
+        named.store_write = True  # type: ignore[attr-defined]
+        raise named from exc
 
 
 def write_atomic(path: Path, text: str) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    with open(tmp, "w") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
+    with _writing(path, tmp):
+        with open(tmp, "w") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
 
 
 def write_json(path: Path, data: Any) -> None:
     write_atomic(path, json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
 
 
-def read_json(path: Path) -> Any:
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"holds {name}")
+
+
+def read_json(path: Path, strict: bool = False) -> Any:
+    """The JSON in ``path``; CorruptDataError when it is torn, not UTF-8 or unreadable.
+    ``strict``: NaN and Infinity are errors too (a result must be finite)."""
     try:
-        return json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
+        text = path.read_text()
+        if strict:
+            return json.loads(text, parse_constant=_reject_constant)
+        return json.loads(text)
+    except FileNotFoundError:
+        raise
+    except (ValueError, UnicodeDecodeError) as exc:  # JSONDecodeError is a ValueError
         raise CorruptDataError(f"{path} is not valid JSON ({exc})") from exc
+    except OSError as exc:
+        raise CorruptDataError(f"cannot read {path} ({exc})") from exc
 
 
 def _pid_alive(pid: int) -> bool:
@@ -76,6 +136,44 @@ def _pid_alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def _incomplete(result: Any) -> str | None:
+    """Why a parsed result.json is not a complete result (None when it is)."""
+    if not isinstance(result, dict):
+        return "is not a JSON object"
+    selections = result.get("selections")
+    if not isinstance(selections, dict) or not selections:
+        return "has no selections"
+    for name, chosen in selections.items():
+        for split in ("valid", "test"):
+            accuracy = (chosen or {}).get(split, {}).get("accuracy")
+            if not isinstance(accuracy, int | float) or not math.isfinite(accuracy):
+                return f"has no finite {split} accuracy for selection {name!r}"
+    return None
+
+
+def _parse_metrics_line(line: str) -> dict[str, Any] | None:
+    """One evaluation record, or None for a torn line. A torn record that a later append
+    continued on the same line (stores written before appends began on a fresh line) gives
+    back the record appended after it."""
+    line = line.strip()
+    if not line:
+        return None
+    try:
+        record = json.loads(line)
+        return record if isinstance(record, dict) and "step" in record else None
+    except ValueError:
+        pass
+    decoder = json.JSONDecoder()
+    start = line.find('{"', 1)
+    while start != -1:
+        with contextlib.suppress(ValueError):
+            record, end = decoder.raw_decode(line, start)
+            if end == len(line) and isinstance(record, dict) and "step" in record:
+                return record
+        start = line.find('{"', start + 1)
+    return None
 
 
 class RunDir:
@@ -98,18 +196,68 @@ class RunDir:
         write_json(self.config_path, config)
 
     def config(self) -> dict[str, Any]:
-        return read_json(self.config_path)
+        """The run's config; CorruptDataError (with the fix) when it is missing or torn."""
+        try:
+            config = read_json(self.config_path)
+        except FileNotFoundError as exc:
+            raise CorruptDataError(
+                f"{self.config_path} is missing", hint=self._fix("config.json")
+            ) from exc
+        except CorruptDataError as exc:
+            raise CorruptDataError(exc.message, hint=self._fix("config.json")) from exc
+        if not isinstance(config, dict):
+            raise CorruptDataError(
+                f"{self.config_path} is not a JSON object", hint=self._fix("config.json")
+            )
+        return config
 
     def status(self) -> dict[str, Any]:
-        if not self.status_path.is_file():
-            return {"state": "pending"}
-        return read_json(self.status_path)
+        """The recorded status (``{"state": "pending"}`` when none was recorded);
+        CorruptDataError when status.json is torn or holds no known state."""
+        try:
+            status = read_json(self.status_path)
+        except FileNotFoundError:
+            return {"state": RunState.PENDING.value}
+        except CorruptDataError as exc:
+            raise CorruptDataError(exc.message, hint=self._fix("status.json")) from exc
+        if not isinstance(status, dict):
+            raise CorruptDataError(
+                f"{self.status_path} is not a JSON object", hint=self._fix("status.json")
+            )
+        try:
+            parse_state(status.get("state"))
+        except ValueError as exc:
+            raise CorruptDataError(
+                f"{self.status_path} holds an unknown state {status.get('state')!r}",
+                hint=self._fix("status.json"),
+            ) from exc
+        return status
 
-    def set_status(self, state: str, **fields: Any) -> dict[str, Any]:
-        assert state in STATES, state
+    def set_status(
+        self, state: RunState | str, reason: FailReason | str | None = None, **fields: Any
+    ) -> dict[str, Any]:
+        """Record ``state`` (with ``fields``) in status.json.
+
+        ``reason``: for ``failed``, a :class:`FailReason` (default: the one already recorded
+        for a failed run, else ``crashed``), with the details in ``error``; for ``skipped``,
+        the method's explanation. Other states drop it. Example, a divergence::
+
+            run_dir.set_status(RunState.FAILED, reason=FailReason.DIVERGED,
+                               error="train loss is nan at step 120", step=120)
+        """
+        state = RunState(state)
         with _STATUS_LOCK:
-            status = {**self.status(), **fields, "state": state, "updated": time.time()}
-            if state == "running":
+            previous = self.status()
+            status = {**previous, **fields, "state": state.value, "updated": time.time()}
+            if state is RunState.FAILED:
+                kept = previous.get("reason") if previous.get("state") == state else None
+                kept = kept if kept in FailReason._value2member_map_ else None
+                status["reason"] = FailReason(reason or kept or FailReason.CRASHED).value
+            elif state is RunState.SKIPPED and reason:
+                status["reason"] = str(reason)
+            else:
+                status.pop("reason", None)
+            if state is RunState.RUNNING:
                 status.update(host=socket.gethostname(), pid=os.getpid(), heartbeat=time.time())
             write_json(self.status_path, status)
         return status
@@ -117,9 +265,80 @@ class RunDir:
     def heartbeat(self, **fields: Any) -> None:
         with _STATUS_LOCK:
             status = self.status()
-            if status.get("state") != "running" or status.get("pid") != os.getpid():
+            if status.get("state") != RunState.RUNNING or status.get("pid") != os.getpid():
                 return  # not (or no longer) ours to beat
             write_json(self.status_path, {**status, **fields, "heartbeat": time.time()})
+
+    # ---------------------------------------------------------------- faults and state
+    def _fix(self, name: str) -> str:
+        path = self.path / name
+        if name == "config.json" and not path.exists():
+            return (
+                "`bench run` with the grid that made this run writes it again; or move the "
+                f"run aside: mv {self.path} {self.path}.bad"
+            )
+        redo = {
+            "config.json": "then writes it again",
+            "status.json": "then resumes the run (from its checkpoint when it has one)",
+            "result.json": "then redoes the run's end from its checkpoint (all of it without)",
+        }[name]
+        return f"move it aside (mv {path} {path}.bad); `bench run` with the same grid {redo}"
+
+    def fault(self) -> str | None:
+        """The first missing or unreadable file of the run, and the fix; None when none is."""
+        return self._read()[2]
+
+    def _read(self) -> tuple[dict[str, Any], dict[str, Any] | None, str | None]:
+        """(status, complete result or None, fault): each file read once."""
+        status: dict[str, Any] = {}
+        try:
+            if self.config_path.exists() or self._has_files():
+                self.config()
+            status = self.status()
+            result = self._result()
+        except CorruptDataError as exc:
+            return status, None, str(exc)
+        return status, result, None
+
+    def _has_files(self) -> bool:
+        """Whether any of the run's files exists (a directory that has none is no run yet)."""
+        return any((self.path / name).exists() for name in RUN_FILES)
+
+    def _result(self) -> dict[str, Any] | None:
+        """The complete result, None when there is none; CorruptDataError when it is torn,
+        not finite or incomplete."""
+        try:
+            result = read_json(self.result_path, strict=True)
+        except FileNotFoundError:
+            return None
+        except CorruptDataError as exc:
+            raise CorruptDataError(exc.message, hint=self._fix("result.json")) from exc
+        problem = _incomplete(result)
+        if problem:
+            raise CorruptDataError(f"{self.result_path} {problem}", hint=self._fix("result.json"))
+        return result
+
+    def facts(self) -> Facts:
+        """What the store says about the run, for :func:`debias_bench.states.effective_state`."""
+        status, result, fault = self._read()
+        pid = int(status.get("pid") or 0)
+        running = status.get("state") == RunState.RUNNING
+        return Facts(
+            stored=RunState.PENDING if fault else parse_state(status.get("state")),
+            result_ok=result is not None,
+            fault=fault,
+            attempts=int(status.get("attempt") or 0),
+            same_host=status.get("host", socket.gethostname()) == socket.gethostname(),
+            heartbeat_age_s=time.time() - float(status.get("heartbeat") or 0),
+            lock_held=self.lock_held() if running else None,
+            pid_alive=_pid_alive(pid) if running else False,
+        )
+
+    def effective_state(self, owned: bool = False) -> RunState:
+        """The run's state, decided once in :func:`debias_bench.states.effective_state`:
+        corrupt, done (a complete result), dead (a 'running' run whose process is gone), or the
+        recorded state. ``owned``: the caller holds the run's lock."""
+        return effective_state(self.facts(), owned=owned)
 
     # ---------------------------------------------------------------- ownership
     lock_path = property(lambda self: self.path / ".lock")
@@ -132,7 +351,8 @@ class RunDir:
         holds it. Waits up to ``wait_s`` (a reader's momentary shared lock is not an owner).
         Where the file system has no locks, yields True (the heartbeat then decides)."""
         self.path.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        with _writing(self.lock_path):
+            fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             deadline = time.monotonic() + wait_s
             while True:
@@ -166,25 +386,15 @@ class RunDir:
         finally:
             os.close(fd)
 
-    def effective_state(self, owned: bool = False) -> str:
-        """The stored state, except that a 'running' run whose process is gone is 'dead'.
-
-        Same host: the run's lock decides (the pid when there is no lock file). Another host:
-        a stale heartbeat. ``owned``: the caller holds the lock itself, so a 'running' status
-        on this host is a leftover of a dead process."""
-        status = self.status()
-        state = status.get("state", "pending")
-        if state != "running":
-            return state
-        stale = time.time() - float(status.get("heartbeat", 0)) > STALE_AFTER_S
-        if status.get("host") != socket.gethostname():
-            return "dead" if stale else "running"
-        if owned:
-            return "dead"
-        held = self.lock_held()
-        if held is None:
-            return "dead" if stale or not _pid_alive(int(status.get("pid", 0))) else "running"
-        return "running" if held else "dead"
+    def remove_temp_files(self) -> list[Path]:
+        """Delete the temporary files that writes of a dead or failed process left behind
+        (call it only while holding the run's lock); returns them."""
+        removed = []
+        for tmp in self.path.glob(".*.tmp"):
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+                removed.append(tmp)
+        return removed
 
     def log_tail(self, offset: int = 0, max_chars: int = 2000, path: Path | None = None) -> str:
         """The end of ``stderr.log`` (or ``path``) from byte ``offset`` on."""
@@ -200,34 +410,45 @@ class RunDir:
 
     # ---------------------------------------------------------------- metrics
     def append_metrics(self, record: dict[str, Any]) -> None:
-        with open(self.metrics_path, "a") as handle:
-            handle.write(json.dumps(record, sort_keys=True) + "\n")
+        """Append one record; it starts on a fresh line even after a torn one."""
+        line = json.dumps(record, sort_keys=True) + "\n"
+        with _writing(self.metrics_path), open(self.metrics_path, "ab+") as handle:
+            if handle.seek(0, os.SEEK_END) > 0:
+                handle.seek(-1, os.SEEK_END)
+                if handle.read(1) != b"\n":
+                    line = "\n" + line
+            handle.write(line.encode())
             handle.flush()
             os.fsync(handle.fileno())
 
     def metrics(self) -> list[dict[str, Any]]:
-        if not self.metrics_path.is_file():
+        """The evaluation records; torn lines (a crash mid-append) are skipped, never the
+        records after them."""
+        try:
+            text = self.metrics_path.read_bytes().decode("utf-8", errors="replace")
+        except FileNotFoundError:
             return []
-        lines = self.metrics_path.read_text().splitlines()
-        # A crash can leave a torn last line; everything before it is intact.
-        out = []
-        for line in lines:
-            try:
-                out.append(json.loads(line))
-            except json.JSONDecodeError:
-                break
-        return out
+        records = (_parse_metrics_line(line) for line in text.splitlines())
+        return [r for r in records if r is not None]
 
     def truncate_metrics(self, max_step: int) -> None:
-        """Drop evaluations after the checkpoint being resumed from (no duplicate records)."""
-        kept = [r for r in self.metrics() if r["step"] <= max_step]
+        """Keep the evaluations up to the step being resumed from (0: starting from scratch),
+        one per step (the latest), and drop torn lines: no duplicate or lost records."""
+        if not self.metrics_path.exists():
+            return
+        by_step = {int(r["step"]): r for r in self.metrics() if int(r["step"]) <= max_step}
+        kept = [by_step[s] for s in sorted(by_step)]
         write_atomic(self.metrics_path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in kept))
 
     # ---------------------------------------------------------------- checkpoint / result
     def save_checkpoint(self, state: dict[str, Any]) -> None:
         tmp = self.checkpoint_path.with_name(f".checkpoint.{os.getpid()}.tmp")
-        torch.save(state, tmp)
-        os.replace(tmp, self.checkpoint_path)
+        with _writing(self.checkpoint_path, tmp):
+            with open(tmp, "wb") as handle:  # a handle: a full disk raises OSError (ENOSPC)
+                torch.save(state, handle)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(tmp, self.checkpoint_path)
 
     def load_checkpoint(self) -> dict[str, Any] | None:
         if not self.checkpoint_path.is_file():
@@ -244,10 +465,16 @@ class RunDir:
         write_json(self.result_path, result)
 
     def result(self) -> dict[str, Any] | None:
-        return read_json(self.result_path) if self.result_path.is_file() else None
+        """The complete result; None when there is none, CorruptDataError (with the fix) when
+        result.json is torn, not finite or incomplete."""
+        return self._result()
 
     def is_done(self) -> bool:
-        return self.result_path.is_file()
+        """Whether the run has a complete, finite result (a corrupt one is not done)."""
+        try:
+            return self._result() is not None
+        except CorruptDataError:
+            return False
 
 
 class Heartbeat:
@@ -283,6 +510,12 @@ class RunStore:
         return RunDir(self.root / run_id)
 
     def runs(self) -> Iterator[RunDir]:
+        """Every run directory, including those whose config.json is missing or unreadable
+        (they are corrupt: ``RunDir.fault`` says why); hidden folders are not runs."""
         if not self.root.is_dir():
             return iter(())
-        return (RunDir(p) for p in sorted(self.root.iterdir()) if (p / "config.json").is_file())
+        return (
+            RunDir(p)
+            for p in sorted(self.root.iterdir())
+            if p.is_dir() and not p.name.startswith(".") and RunDir(p)._has_files()
+        )

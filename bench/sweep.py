@@ -10,7 +10,11 @@ run at once, then decides from the recorded state (:func:`decide`):
 * pending or interrupted -> started, or resumed from its checkpoint;
 * dead (its process vanished without recording an outcome) -> resumed from its checkpoint, as
   a new attempt, unless it already used ``max_attempts`` (then recorded as failed);
-* failed -> rerun only with ``retry_failed`` and while fewer than ``max_attempts`` were made.
+* failed -> rerun only with ``retry_failed`` and while fewer than ``max_attempts`` were made;
+* corrupt (an unreadable config, status or result file) -> left alone, with the file and the fix.
+
+The states and the decision live in :mod:`debias_bench.states`. A failure while writing the
+store (a full disk) fails the run with the path and errno, and its temporary files are removed.
 
 ``attempt`` counts the starts that were not resumptions of a requested stop (an interruption
 by a signal or a SLURM preemption is not a new attempt).
@@ -18,6 +22,7 @@ by a signal or a SLURM preemption is not a new attempt).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import subprocess
@@ -33,8 +38,9 @@ import torch
 from debias_bench import __version__
 from debias_bench.config import RunConfig
 from debias_bench.engine import DataPlace, Interrupted, Progress, train_run
-from debias_bench.errors import BenchError
 from debias_bench.registry import DATASETS, METHODS
+from debias_bench.states import Decision, RunState, classify, effective_state
+from debias_bench.states import decide as decide_state
 from debias_bench.store import Heartbeat, RunDir, RunStore
 
 #: default of ``--max-attempts``
@@ -61,46 +67,28 @@ def provenance() -> dict[str, Any]:
     return {"code_version": __version__, "git_commit": _git_commit(), "torch": torch.__version__}
 
 
+def config_json(config: RunConfig) -> dict[str, Any]:
+    """What a run's ``config.json`` holds: the config, its id and the code's provenance."""
+    return {**config.to_json(), "run_id": config.run_id, "provenance": provenance()}
+
+
 @dataclass
 class Outcome:
     config: RunConfig
     run_dir: RunDir
-    state: str  # done | skipped | failed | interrupted | running
+    state: RunState  # done | skipped | failed | interrupted | running | corrupt | pending
     note: str = ""
     result: dict[str, Any] | None = None
     ran: bool = False
 
 
-@dataclass(frozen=True)
-class Decision:
-    action: str  # run | done | skipped | running | failed
-    note: str = ""
-    new_attempt: bool = True  # False when resuming a requested stop
-
-
 def decide(
     run_dir: RunDir, retry_failed: bool, max_attempts: int = MAX_ATTEMPTS, owned: bool = False
 ) -> Decision:
-    """What to do with a run, from its recorded state (see the module docstring)."""
-    if run_dir.is_done():
-        return Decision("done", "already done")
-    state = run_dir.effective_state(owned=owned)
-    attempts = int(run_dir.status().get("attempt", 0))
-    if state == "running":
-        return Decision("running", "running in another process")
-    if state == "failed":
-        if not retry_failed:
-            return Decision("failed", "failed before; pass --retry-failed to rerun")
-        if attempts >= max_attempts:
-            return Decision("failed", f"gave up after {attempts} attempts (--max-attempts)")
-        return Decision("run", f"retry {attempts + 1}/{max_attempts}")
-    if state == "dead":
-        if attempts >= max_attempts:
-            return Decision("failed", f"its process died; gave up after {attempts} attempts")
-        return Decision("run", "its process died; resuming from the checkpoint")
-    if state == "interrupted":
-        return Decision("run", "resuming", new_attempt=False)
-    return Decision("run")  # pending, skipped (re-asked: the method may have changed)
+    """What to do with a run, from what its files say (:func:`debias_bench.states.decide`)."""
+    facts = run_dir.facts()
+    state = effective_state(facts, owned=owned)
+    return decide_state(state, facts.attempts, retry_failed, max_attempts, facts.fault)
 
 
 def run_one(
@@ -121,27 +109,57 @@ def run_one(
     ``should_stop`` asked for it."""
     run_dir = store.run(config.run_id)
     if run_dir.is_done():
-        return Outcome(config, run_dir, "done", "already done", run_dir.result())
+        return Outcome(config, run_dir, RunState.DONE, "already done", run_dir.result())
     with run_dir.claim() as owned:
         if not owned:
-            return Outcome(config, run_dir, "running", "running in another process")
-        decision = decide(run_dir, retry_failed, max_attempts, owned=True)
-        if decision.action == "done":
-            return Outcome(config, run_dir, "done", decision.note, run_dir.result())
-        if decision.action == "failed" and run_dir.effective_state(owned=True) == "dead":
-            run_dir.set_status("failed", error=decision.note)
-        if decision.action != "run":
-            return Outcome(config, run_dir, decision.action, decision.note)
-        return _execute(
-            config,
-            run_dir,
-            place,
-            device,
-            progress,
-            should_stop,
-            decision,
-            status_fields or {},
+            return Outcome(config, run_dir, RunState.RUNNING, "running in another process")
+        try:
+            if not run_dir.config_path.exists():  # deleted: its id is the hash of this config
+                run_dir.write_config(config_json(config))
+            decision = decide(run_dir, retry_failed, max_attempts, owned=True)
+            if not decision.run and decision.state is RunState.DONE:
+                return Outcome(config, run_dir, RunState.DONE, decision.note, run_dir.result())
+            if decision.record_failure:
+                run_dir.set_status(
+                    RunState.FAILED, reason=decision.record_failure, error=decision.note
+                )
+            if not decision.run:
+                return Outcome(config, run_dir, decision.state, decision.note)
+            return _execute(
+                config,
+                run_dir,
+                place,
+                device,
+                progress,
+                should_stop,
+                decision,
+                status_fields or {},
+            )
+        except OSError as exc:  # writing the store failed outside the training (a full disk)
+            return Outcome(config, run_dir, RunState.FAILED, _record_failure(run_dir, exc))
+
+
+def _record_failure(run_dir: RunDir, exc: BaseException, **fields: Any) -> str:
+    """Record ``exc`` as the run's failure, with its reason (:func:`classify`); returns the
+    message. The caller holds the lock. Removes the run's temporary files first (room on a
+    full disk); if status.json cannot be written either, says so in the message (the run
+    then shows as dead, and a rerun resumes it)."""
+    reason, message, extra = classify(exc)
+    run_dir.remove_temp_files()
+    try:
+        run_dir.set_status(
+            RunState.FAILED, reason=reason, error=message, ended=time.time(), **extra, **fields
         )
+    except OSError as again:
+        message += f" (status.json not updated: [Errno {again.errno}] {again.strerror})"
+    return message
+
+
+def _record(run_dir: RunDir, state: RunState, **fields: Any) -> None:
+    """Record a state on the way out of a run (interrupted): best effort, a full disk must
+    not hide the interruption."""
+    with contextlib.suppress(OSError):
+        run_dir.set_status(state, ended=time.time(), **fields)
 
 
 def _execute(
@@ -157,14 +175,17 @@ def _execute(
     """Train the run; the caller holds its lock."""
     method_cls = METHODS.get(config.method)
     reason = method_cls.skip(DATASETS.get(config.dataset).spec, config.hparams)
-    run_dir.write_config({**config.to_json(), "run_id": config.run_id, "provenance": provenance()})
+    run_dir.write_config(config_json(config))
     if reason:
-        run_dir.set_status("skipped", reason=reason)
-        return Outcome(config, run_dir, "skipped", reason)
+        run_dir.set_status(RunState.SKIPPED, reason=reason)
+        return Outcome(config, run_dir, RunState.SKIPPED, reason)
+    run_dir.remove_temp_files()  # left by a process that died mid-write
+    if not run_dir.checkpoint_path.is_file():
+        run_dir.truncate_metrics(0)  # from scratch: records of an earlier attempt would repeat
     previous = run_dir.status()
     attempt = int(previous.get("attempt", 0)) + int(decision.new_attempt)
     run_dir.set_status(
-        "running",
+        RunState.RUNNING,
         attempt=attempt,
         device=str(device),
         started=time.time(),
@@ -172,6 +193,7 @@ def _execute(
         resumed_from=None,
         note=decision.note,
         error=None,
+        errno=None,
         exit_code=None,
         signal=None,
         traceback_tail=None,
@@ -183,22 +205,21 @@ def _execute(
             recorded = _Recorded(run_dir, progress)
             result = train_run(config, run_dir, place, device, recorded, should_stop)
         except Interrupted as exc:
-            run_dir.set_status("interrupted", note=str(exc), ended=time.time())
+            _record(run_dir, RunState.INTERRUPTED, note=str(exc))
             raise
         except KeyboardInterrupt:
-            run_dir.set_status(
-                "interrupted", note="keyboard interrupt; rerun to resume", ended=time.time()
-            )
+            _record(run_dir, RunState.INTERRUPTED, note="keyboard interrupt; rerun to resume")
             raise
         except Exception as exc:
-            message = str(exc) if isinstance(exc, BenchError) else f"{type(exc).__name__}: {exc}"
             tail = "".join(traceback.format_exception(exc)[-6:])
-            run_dir.set_status(
-                "failed", error=message, traceback_tail=tail, exit_code=1, ended=time.time()
-            )
-            return Outcome(config, run_dir, "failed", message, ran=True)
-    run_dir.set_status("done", exit_code=0, ended=time.time())
-    return Outcome(config, run_dir, "done", "", result, ran=True)
+            message = _record_failure(run_dir, exc, traceback_tail=tail, exit_code=1)
+            return Outcome(config, run_dir, RunState.FAILED, message, ran=True)
+    note = ""
+    try:
+        run_dir.set_status(RunState.DONE, exit_code=0, ended=time.time())
+    except OSError as exc:  # the result is complete and readable: the run is done
+        note = f"status.json not updated: [Errno {exc.errno}] {exc.strerror}"
+    return Outcome(config, run_dir, RunState.DONE, note, result, ran=True)
 
 
 class _Recorded(Progress):
@@ -223,19 +244,25 @@ class _Recorded(Progress):
 
 def plan(store: RunStore, configs: list[RunConfig]) -> int:
     """Give every run of a sweep that has no directory yet its ``config.json`` and a
-    ``pending`` status, so ``bench status`` counts it from the start; returns how many."""
+    ``pending`` status, so ``bench status`` counts it from the start; returns how many.
+
+    A run whose ``config.json`` was deleted gets it back (its id is the hash of that config)
+    and keeps its status. A run that cannot be written (a full disk) is left to
+    :func:`run_one`, which records the failure."""
     planned = 0
     for config in configs:
         run_dir = store.run(config.run_id)
         if run_dir.config_path.is_file():
             continue
-        with run_dir.claim(wait_s=0) as owned:
-            if owned and not run_dir.config_path.is_file():
-                run_dir.write_config(
-                    {**config.to_json(), "run_id": config.run_id, "provenance": provenance()}
-                )
-                run_dir.set_status("pending", planned=time.time())
-                planned += 1
+        try:
+            with run_dir.claim(wait_s=0) as owned:
+                if owned and not run_dir.config_path.is_file():
+                    run_dir.write_config(config_json(config))
+                    if not run_dir.status_path.exists():
+                        run_dir.set_status(RunState.PENDING, planned=time.time())
+                        planned += 1
+        except OSError:
+            continue
     return planned
 
 
@@ -243,10 +270,12 @@ def record_submission(run_dir: RunDir, job_id: str) -> None:
     """Note the cluster job a run was submitted as (``bench status`` asks the queue about it),
     unless the job already started the run (it then records its own id)."""
     with run_dir.claim() as owned:
+        if not owned or run_dir.fault():
+            return  # a corrupt run is not submitted (``decide``); never write over its files
         status = run_dir.status()
-        state = status.get("state", "pending")
+        state = RunState(status.get("state", RunState.PENDING))
         started_by_it = status.get("slurm_job_id") == job_id
-        if owned and state != "running" and not run_dir.is_done() and not started_by_it:
+        if state is not RunState.RUNNING and not run_dir.is_done() and not started_by_it:
             run_dir.set_status(state, submitted_job_id=job_id)
 
 

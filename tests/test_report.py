@@ -200,7 +200,7 @@ def test_marks_bold_brackets_n_and_missing_reasons(records):
     tie = [c[("toy", "20.0", m)] for m in ("vanilla", "etf_debias")]
     assert all(t.bold for t in tie) and tie[1].delta == 0.0
     notes = "\n".join(synthetic.notes)
-    assert "cmnist_lff_r1_s2: failed (RuntimeError: out of memory)" in notes
+    assert "cmnist_lff_r1_s2: failed (crashed: RuntimeError: out of memory)" in notes
     assert "cmnist_lff_r0.5_s0: skipped (needs a GPU)" in notes
     assert "cmnist_etf_debias_r0.5_s1: running" in notes
     assert "cmnist_etf_debias_r0.5_s2: pending" in notes
@@ -216,7 +216,10 @@ def test_missing_reasons_running_and_failed(tmp_path):
     assert c[("cmnist", "2.0", "etf_debias")].missing == "running"
     assert c[("cmnist", "2.0", "lff")].missing == "failed"
     assert "– (failed)" in render([table], "markdown")
-    assert table.notes == ["cmnist_etf_debias_r2_s0: running", "cmnist_lff_r2_s0: failed (boom)"]
+    assert table.notes == [
+        "cmnist_etf_debias_r2_s0: running",
+        "cmnist_lff_r2_s0: failed (crashed: boom)",
+    ]
     assert r"-- \dbmiss{(running)}" in render([table], "latex")
 
 
@@ -460,4 +463,5 @@ def test_a_torn_result_is_listed_not_fatal(tmp_path):
     (table,) = build_tables(load_records(RunStore(root)), "synthetic")
     cell = cells_of(table)[("cmnist", "1.0", "vanilla")]
     assert (cell.mean, cell.n, cell.expected_n) == (40.0, 1, 2)
-    assert any("cmnist_vanilla_r1_s1: failed" in n and "not valid JSON" in n for n in table.notes)
+    (note,) = [n for n in table.notes if n.startswith("cmnist_vanilla_r1_s1: corrupt")]
+    assert "result.json is not valid JSON" in note and "move it aside" in note

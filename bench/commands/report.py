@@ -21,6 +21,7 @@ from debias_bench.reporting import (
     load_records,
     render,
 )
+from debias_bench.reporting.grouping import apply_where, parse_where
 from debias_bench.reporting.paper import DEFAULT_PAPER
 from debias_bench.reporting.tuned import split_tuned, tuned_tables
 from debias_bench.store import RunStore
@@ -42,6 +43,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         wanted = getattr(args, column)
         if wanted:
             records = records[records[column] == wanted]
+    records = apply_where(records, parse_where(args.where or []))
     opts = options(args)
     paper = load_paper(args.paper) if args.compare_paper else None
     records, tuned = split_tuned(Path(args.out), records)  # bench tune's search runs apart
@@ -95,6 +97,13 @@ def add(sub: argparse._SubParsersAction) -> None:
     report.add_argument("--paper", default=DEFAULT_PAPER, help="reference numbers to compare with")
     report.add_argument("--protocol", help="only runs of this protocol (official, clean)")
     report.add_argument("--preset", help="only runs of this preset (paper, quick, smoke)")
+    report.add_argument(
+        "--where",
+        action="append",
+        metavar="KEY=VALUE",
+        help="only runs whose config has this value (a hyperparameter, a data option, preset; "
+        "repeatable); needed when one cell would mix runs of different configurations",
+    )
     report.add_argument("-o", "--output", help="write to this file instead of stdout")
     report.add_argument(
         "--fragment",

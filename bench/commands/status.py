@@ -2,7 +2,10 @@
 
 It only reads: each run's ``status.json`` and lock (a run whose process is gone is ``dead``,
 never ``running``; a sweep records its runs as ``pending`` before it starts them) and, when
-runs were submitted to SLURM, one ``squeue`` call (``queued`` jobs).
+runs were submitted to SLURM, one ``squeue`` call (``queued`` jobs). A run with an unreadable
+or missing ``config.json``, ``status.json`` or ``result.json`` is ``corrupt``: listed with the
+file and the fix, never in the way of the others. A failed run shows its reason (``diverged``,
+``timed out``, ``disk full``, ...: :class:`~debias_bench.states.FailReason`).
 """
 
 from __future__ import annotations
@@ -17,7 +20,10 @@ from typing import Any
 from tabulate import tabulate
 
 from debias_bench import paths
+from debias_bench.errors import CorruptDataError
 from debias_bench.launchers.scheduler import eta_seconds, summary_line
+from debias_bench.runprogress import Live, fmt_duration
+from debias_bench.states import RunState, effective_state, failure_reason
 from debias_bench.store import RunDir, RunStore
 
 from .common import fmt
@@ -37,26 +43,35 @@ def collect(store: RunStore) -> list[dict[str, Any]]:
     """One record per run of the store."""
     records = []
     for run_dir in store.runs():
-        status, state = run_dir.status(), run_dir.effective_state()
-        if run_dir.is_done():
-            state = "done"
-        records.append(_record(run_dir, status, state))
+        facts = run_dir.facts()
+        state = effective_state(facts)
+        try:
+            status = run_dir.status()
+        except CorruptDataError:
+            status = {}
+        record = _record(run_dir, status, state)
+        record["fault"] = facts.fault
+        if facts.fault:  # the table's note: the file and the problem, relative to --out
+            record["note"] = facts.fault.replace(f"{store.root}/", "")
+        records.append(record)
     in_queue = _queue({r["job_id"] for r in records if r["job_id"]})
     for r in records:
         # A job SLURM still holds whose run has not (re)started yet.
-        if r["job_id"] in in_queue and r["state"] in ("pending", "interrupted", "dead", "failed"):
+        resumable = (RunState.PENDING, RunState.INTERRUPTED, RunState.DEAD, RunState.FAILED)
+        if r["job_id"] in in_queue and r["state"] in resumable:
             r["state"] = in_queue[r["job_id"]]
             r["note"] = f"SLURM job {r['job_id']} {r['state']}"
     return records
 
 
 def _record(run_dir: RunDir, status: dict, state: str) -> dict[str, Any]:
-    result = (run_dir.result() or {}) if state == "done" else {}
+    result = (run_dir.result() or {}) if state is RunState.DONE else {}
     last = result.get("selections", {}).get("last", {}).get("test", {})
     # the job a run was last submitted as, unless that job is the one running it
     job_id = status.get("slurm_job_id")
-    if state != "running":
+    if state is not RunState.RUNNING:
         job_id = status.get("submitted_job_id") or job_id
+    live = Live.from_status(status) if state is RunState.RUNNING else None
     where = ""
     if status.get("host"):
         where = f"{status['host']}:{status.get('pid', '')}"
@@ -67,14 +82,28 @@ def _record(run_dir: RunDir, status: dict, state: str) -> dict[str, Any]:
         "state": state,
         "status": status,
         "attempt": status.get("attempt", 0),
-        "step": f"{status.get('step', 0)}/{status.get('total_steps', '?')}",
+        "step": _step(status, live),
+        "live": live,
         "exit_code": status.get("exit_code"),
         "job_id": job_id,
         "where": where,
         "accuracy": last.get("accuracy"),
         "train_time": result.get("train_time_s"),
-        "note": status.get("error") or status.get("reason") or status.get("note") or "",
+        "reason": failure_reason(status) if state is RunState.FAILED else None,
+        "note": _note(status, state),
     }
+
+
+def _note(status: dict[str, Any], state: RunState) -> str:
+    """The run's note: a failure's reason and error, a skip's reason, or the last note."""
+    error = status.get("error") or ""
+    if state is RunState.FAILED:
+        return f"{failure_reason(status)}: {error}" if error else str(failure_reason(status))
+    return error or status.get("reason") or status.get("note") or ""
+
+
+#: the states ``bench status --failed`` lists
+PROBLEMS = (RunState.FAILED, RunState.DEAD, RunState.CORRUPT)
 
 
 def counts_and_eta(records: list[dict[str, Any]]) -> tuple[Counter, float | None]:
@@ -82,13 +111,24 @@ def counts_and_eta(records: list[dict[str, Any]]) -> tuple[Counter, float | None
     for r in records:
         counts[{"skipped": "done", "interrupted": "pending"}.get(r["state"], r["state"])] += 1
     times = [r["train_time"] for r in records if r["train_time"]]
-    remaining = counts["pending"] + counts["queued"] + counts["running"]
-    return counts, eta_seconds(times, remaining, max(1, counts["running"]))
+    running = [r["live"] for r in records if r["state"] == RunState.RUNNING]
+    waiting = counts["pending"] + counts["queued"]
+    return counts, eta_seconds(times, waiting, max(1, counts["running"]), running)
+
+
+def _step(status: dict[str, Any], live: Live | None) -> str:
+    """``120/240``; a running run's pace too: ``120/240 (35.2/s, ETA 4s)``."""
+    text = f"{status.get('step', 0)}/{status.get('total_steps', '?')}"
+    if live is not None and live.steps_per_s:
+        text += f" ({live.steps_per_s:.3g}/s"
+        text += f", ETA {fmt_duration(live.eta_s)})" if live.eta_s is not None else ")"
+    return text
 
 
 def _failure(r: dict[str, Any]) -> str:
     status = r["status"]
-    head = [r["run_id"], r["state"], f"attempt {r['attempt']}"]
+    state = f"{r['state']} ({r['reason']})" if r.get("reason") else str(r["state"])
+    head = [r["run_id"], state, f"attempt {r['attempt']}"]
     if r["exit_code"] is not None:
         head.append(f"exit code {r['exit_code']}")
     if status.get("signal"):
@@ -98,10 +138,13 @@ def _failure(r: dict[str, Any]) -> str:
     if r["where"]:
         head.append(r["where"])
     lines = ["  ".join(str(h) for h in head)]
-    if r["state"] == "dead":
+    if r["state"] == RunState.DEAD:
         lines.append("  its process is gone without recording an outcome; rerun to resume")
-    if r["note"]:
-        lines.append(textwrap.indent(f"error: {r['note']}", "  "))
+    if r["state"] == RunState.CORRUPT:
+        lines.append(textwrap.indent(r["fault"], "  "))
+    elif r["note"]:
+        error = status.get("error") or r["note"]
+        lines.append(textwrap.indent(f"error: {error}", "  "))
     tail = (status.get("stderr_tail") or status.get("traceback_tail") or "").rstrip()
     if tail:
         lines.append("  stderr (last lines):")
@@ -117,7 +160,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         return 0
     counts, eta = counts_and_eta(records)
     if args.failed:
-        failures = [r for r in records if r["state"] in ("failed", "dead")]
+        failures = [r for r in records if r["state"] in PROBLEMS]
         print("\n\n".join(_failure(r) for r in failures) or "no failed runs")
     else:
         rows = [
@@ -135,7 +178,12 @@ def cmd_status(args: argparse.Namespace) -> int:
         ]
         headers = ["run", "state", "try", "step", "exit", "job / where", "test acc", "note"]
         print(tabulate(rows, headers=headers, tablefmt="github"))
-    print("\n" + summary_line(counts, len(records), eta))
+        corrupt = [r for r in records if r["state"] == RunState.CORRUPT]
+        if corrupt:  # the fix does not fit in the table's note
+            print(f"\n{len(corrupt)} corrupt run(s): an unreadable file, left untouched:")
+            print("\n".join(textwrap.indent(r["fault"], "  ") for r in corrupt))
+    running = [r["live"] for r in records if r.get("live") is not None]
+    print("\n" + summary_line(counts, len(records), eta, running))
     return 0
 
 

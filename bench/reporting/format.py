@@ -6,7 +6,7 @@ from debias_bench.reporting.model import Cell, Table
 
 #: at most this many runs are listed under a table (the rest: ``bench status``)
 MAX_LISTED = 40
-_NOTE_ORDER = ("failed", "skipped", "dead", "interrupted", "running", "pending")
+_NOTE_ORDER = ("corrupt", "failed", "skipped", "dead", "interrupted", "running", "pending")
 
 
 def number(value: float, digits: int, signed: bool = False) -> str:

@@ -1,17 +1,27 @@
-"""Run records as a tidy DataFrame: a pure read of the run store, safe while a sweep runs."""
+"""Run records as a tidy DataFrame: a pure read of the run store, safe while a sweep runs.
+
+A run whose files cannot be read is listed as ``corrupt`` (with the file and the fix) and never
+stops the report; its method, dataset, ratio and seed then come from its run id.
+"""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pandas as pd
 
 from debias_bench.errors import CorruptDataError
+from debias_bench.registry import DATASETS
+from debias_bench.reporting.grouping import FINGERPRINT, fingerprint, identity, recorded
+from debias_bench.states import RunState, effective_state, failure_reason
 from debias_bench.store import RunDir, RunStore
 
 METRICS = ("accuracy", "aligned_accuracy", "conflicting_accuracy", "group_mean_accuracy")
 RUN_COLUMNS = ["run_id", "method", "dataset", "ratio", "seed", "protocol", "preset", "state"]
 RESULT_COLUMNS = ["train_time_s", "prepare_time_s", "peak_memory_mb", "device"]
+#: the run's recorded config (``--where``), its configuration (seed left out) and data
+CONFIG_COLUMNS = ["config", "identity", FINGERPRINT]
 COLUMNS = [
     *RUN_COLUMNS,
     "selection",
@@ -21,25 +31,62 @@ COLUMNS = [
     "per_class_accuracy",
     *RESULT_COLUMNS,
     "note",
+    *CONFIG_COLUMNS,
 ]
+_RUN_ID = re.compile(r"^(?P<rest>.+)_r(?P<ratio>[^_]+)_s(?P<seed>\d+)_[0-9a-f]+$")
 
 
 def _status_note(status: dict[str, Any]) -> str | None:
-    return status.get("error") or status.get("reason") or status.get("note")
+    """A failure's reason and error, a skip's reason, or the last note."""
+    reason = failure_reason(status)
+    error = status.get("error")
+    if reason is not None:
+        return f"{reason}: {error}" if error else str(reason)
+    return error or status.get("reason") or status.get("note")
+
+
+def from_run_id(run_id: str) -> dict[str, Any]:
+    """Method, dataset, ratio and seed from a run id (``cmnist_lff_r5_s0_1a2b3c4d5e``), for
+    a run whose config.json cannot be read."""
+    match = _RUN_ID.match(run_id)
+    if not match:
+        return {}
+    rest = match["rest"]
+    names = sorted((n for n in DATASETS.names() if rest.startswith(f"{n}_")), key=len)
+    dataset = names[-1] if names else rest.split("_", 1)[0]
+    try:
+        ratio = float(match["ratio"])
+    except ValueError:
+        ratio = None
+    return {
+        "dataset": dataset,
+        "method": rest[len(dataset) + 1 :],
+        "ratio": ratio,
+        "seed": int(match["seed"]),
+    }
 
 
 def run_rows(run_dir: RunDir) -> list[dict[str, Any]]:
     """The rows of one run: one per (selection, split) when done, else one with its state."""
-    config = run_dir.config()
-    base = {k: config.get(k) for k in RUN_COLUMNS if k in config}
-    base.update(run_id=run_dir.run_id, state=run_dir.effective_state())
+    facts = run_dir.facts()
+    state = effective_state(facts)
     try:
-        result = run_dir.result()
-    except CorruptDataError as exc:  # a foreign or torn result.json: listed, not fatal
-        return [{**base, "state": "failed", "note": str(exc)}]
-    if result is None:
+        config = run_dir.config()
+    except CorruptDataError:
+        config = {}
+    base = {k: config.get(k) for k in RUN_COLUMNS if k in config} or from_run_id(run_dir.run_id)
+    base.update(run_id=run_dir.run_id, state=state.value)
+    if config:
+        base.update(config=recorded(config), identity=identity(config))
+        base[FINGERPRINT] = fingerprint(config, None)
+    if facts.fault:  # one line, paths relative to the store: the tables list it under them
+        fault = facts.fault.replace(f"{run_dir.path.parent}/", "").replace("\n  hint: ", "; ")
+        return [{**base, "note": fault}]
+    if state is not RunState.DONE:
         return [{**base, "note": _status_note(run_dir.status())}]
-    base.update(state="done", **{k: result.get(k) for k in RESULT_COLUMNS})
+    result = run_dir.result() or {}
+    base.update({k: result.get(k) for k in RESULT_COLUMNS})
+    base[FINGERPRINT] = fingerprint(config, result)
     rows = []
     for selection, chosen in result["selections"].items():
         for split in ("valid", "test"):
@@ -49,7 +96,7 @@ def run_rows(run_dir: RunDir) -> list[dict[str, Any]]:
                     **base,
                     "selection": selection,
                     "split": split,
-                    "step": chosen["step"],
+                    "step": chosen.get("step"),
                     **{m: metrics.get(m) for m in METRICS},
                     "per_class_accuracy": metrics.get("per_class_accuracy"),
                 }

@@ -35,6 +35,8 @@ def missing_reason(states: Iterable[str]) -> str:
         return "running"
     if states & set(_UNFINISHED):
         return "unfinished"
+    if "corrupt" in states:
+        return "corrupt"
     if "failed" in states:
         return "failed"
     if states == {"skipped"}:

@@ -7,7 +7,9 @@
 * :func:`cost_table` -- wall time per run and peak memory, relative to Vanilla.
 
 Runs of different protocols or presets are never averaged together: each (protocol, preset)
-gets its own table, and the caption says which.
+gets its own table, and the caption says which. Within a table, a cell averages the seeds of one
+configuration only (:func:`~debias_bench.reporting.grouping.check_cells` stops the report when a
+cell's runs differ in anything but the seed, and names a ``--where`` filter).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 
 import pandas as pd
 
+from debias_bench.reporting.grouping import check_cells
 from debias_bench.reporting.layout import (
     BAR_PAPER_CLASSES,
     bias_marker,
@@ -38,6 +41,7 @@ from debias_bench.reporting.stats import (
     seed_stats,
     value_cell,
 )
+from debias_bench.states import RunState
 
 TITLES = {
     "synthetic": "Debiasing performance on synthetic datasets (the paper's Table 1)",
@@ -68,7 +72,7 @@ def run_table(records: pd.DataFrame) -> pd.DataFrame:
 
 def finished(records: pd.DataFrame, opts: ReportOptions) -> pd.DataFrame:
     keep = (
-        (records["state"] == "done")
+        (records["state"] == RunState.DONE)
         & (records["selection"] == opts.selection)
         & (records["split"] == opts.split)
     )
@@ -108,21 +112,15 @@ def _first_line(text: str, limit: int = 160) -> str:
 def unfinished_notes(runs: pd.DataFrame) -> list[str]:
     """A line per run that is not in the table: unfinished, failed, or skipped (and why)."""
     notes = []
-    for _, run in runs[runs["state"] != "done"].sort_values("run_id").iterrows():
+    for _, run in runs[runs["state"] != RunState.DONE].sort_values("run_id").iterrows():
         note = run.get("note")
         reason = f" ({_first_line(note)})" if isinstance(note, str) and note.strip() else ""
         notes.append(f"{run['run_id']}: {run['state']}{reason}")
     return notes
 
 
-def duplicate_notes(done: pd.DataFrame, keys: list[str]) -> list[str]:
-    """Cells where one seed finished under several configurations (all were averaged)."""
-    counts = done.groupby([*keys, "seed"])["run_id"].nunique()
-    return [
-        f"{', '.join(str(k) for k in key)}: {n} finished configurations for one seed, all "
-        "averaged (filter with --preset, or report them from separate --out folders)"
-        for key, n in counts[counts > 1].items()
-    ]
+def _where(protocol: str, preset: str) -> str:
+    return f" (protocol {protocol}, preset {preset})"
 
 
 def _meta(protocol: str, preset: str, opts: ReportOptions | None = None) -> dict[str, str]:
@@ -256,6 +254,7 @@ def accuracy_tables(
         block = block[block["dataset"].map(table_of) == name]
         if block.empty:
             continue
+        check_cells(block, keys, _where(protocol, preset))
         bdone = done[done["run_id"].isin(block["run_id"])]
         values = _values(bdone, keys, opts.metric)
         states = _states(block, keys)
@@ -306,7 +305,7 @@ def accuracy_tables(
                 row_headers=("dataset", "ratio %", "source") if paper else ("dataset", "ratio %"),
                 columns=[Column(m, method_name(m), bias_marker(m)) for m in methods],
                 rows=rows,
-                notes=duplicate_notes(bdone, keys) + unfinished_notes(block),
+                notes=unfinished_notes(block),
                 display={d: dataset_name(d) for d in datasets},
                 meta=_meta(protocol, preset, opts),
             )
@@ -360,6 +359,7 @@ def classwise_tables(
     done = finished(records, opts)
     tables = []
     for protocol, preset, block in blocks(runs):
+        check_cells(block, ["dataset", "ratio", "method"], _where(protocol, preset))
         bdone = done[done["run_id"].isin(block["run_id"])]
         per_class = _per_class_frame(bdone)
         spec = dataset_spec(dataset)
@@ -467,7 +467,7 @@ def cost_table(records: pd.DataFrame) -> list[Table]:
     runs = run_table(records)
     tables = []
     for protocol, preset, block in blocks(runs):
-        done = block[block["state"] == "done"].copy()
+        done = block[block["state"] == RunState.DONE].copy()
         done["device"] = done["device"].fillna("?").astype(str).str.split(":").str[0]
         methods = method_order(block["method"].unique().tolist())
         datasets = dataset_order(block["dataset"].unique().tolist())
@@ -521,6 +521,7 @@ def ratio_curves(records: pd.DataFrame, opts: ReportOptions) -> pd.DataFrame:
     done["protocol"] = done["protocol"].fillna("?")
     done["preset"] = done["preset"].fillna("?")
     keys = ["protocol", "preset", "dataset", "method", "ratio"]
+    check_cells(done, keys)
     rows = []
     for key, group in done.groupby(keys):
         mean, std, n = seed_stats(group[opts.metric])
