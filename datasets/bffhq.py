@@ -43,7 +43,7 @@ from .folder_layout import (
     scan_flat_or_nested,
 )
 
-#: The Google Drive folder DisEnt's README publishes (BiasEnsemble's points at the same data)
+#: The Google Drive folder DisEnt's README publishes (its archives are zips: bffhq, cmnist, ...)
 DRIVE_FOLDER = "https://drive.google.com/drive/folders/1JEOqxrhU_IhkdcRohdbuEtFETUxfNmNT"
 REMOTE = Download(
     target=".",
@@ -53,8 +53,8 @@ REMOTE = Download(
     "published for it, so the unpacked layout is checked instead",
 )
 HOW_TO_GET = (
-    "run `bench data download bffhq` (needs gdown), or download bffhq.tar.gz from the DisEnt / "
-    "BiasEnsemble README (Google Drive) and unpack it so that <raw root>/bffhq/0.5pct exists; "
+    "run `bench data download bffhq` (needs gdown), or download the bffhq archive from the "
+    "DisEnt README's Google Drive folder and unpack it so that <raw root>/bffhq/0.5pct exists; "
     "for a pipeline test without the data run `bench data fixture bffhq` (synthetic images in "
     "the same layout)"
 )

@@ -8,6 +8,7 @@ import functools
 import hashlib
 import http.server
 import io
+import shutil
 import sys
 import tarfile
 import threading
@@ -121,16 +122,16 @@ def test_bffhq_from_a_drive_folder_via_gdown(served, tmp_path, monkeypatch):
     folder, url = served
     made = tmp_path / "made"
     bffhq_module.write_fixture(made / "bffhq", aligned_per_class=3, eval_per_group=2, size=16)
-    _tar_gz(folder / "bffhq.tar.gz", made / "bffhq", "bffhq")
+    shutil.make_archive(str(folder / "bffhq"), "zip", made, "bffhq")  # published as a zip
     calls = []
 
     def download_folder(url=None, output=None, quiet=False, skip_download=False):
         calls.append(("list", url, skip_download))
-        return [types.SimpleNamespace(id="bffhq-id", path="bffhq.tar.gz", local_path="")]
+        return [types.SimpleNamespace(id="bffhq-id", path="bffhq.zip", local_path="")]
 
     def download(id=None, output=None, quiet=False):
         calls.append(("get", id))
-        with urllib.request.urlopen(url + "bffhq.tar.gz") as response:
+        with urllib.request.urlopen(url + "bffhq.zip") as response:
             Path(output).write_bytes(response.read())
         return output
 
