@@ -92,7 +92,7 @@ class BiasedFFHQ(CachedImageFamily):
 
     def write_fixture(self, per_class: int | None = None) -> dict[str, Any]:
         """The synthetic stand-in (``write_fixture`` below) at ``<raw root>/bffhq``."""
-        write_fixture(self.raw_root / "bffhq", aligned_per_class=per_class or 5, eval_per_group=2)
+        write_fixture(self.raw_root / "bffhq", aligned_per_class=per_class or 5)
         return {}
 
     def candidates(self) -> list[Path]:

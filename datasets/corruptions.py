@@ -387,7 +387,8 @@ def pixelate(x: np.ndarray, severity: int, rng: np.random.Generator) -> np.ndarr
     c = (0.95, 0.9, 0.85, 0.75, 0.65)[severity - 1]
     h, w = x.shape[:2]
     img = Image.fromarray(np.asarray(x, np.uint8))
-    img = img.resize((int(w * c), int(h * c)), Image.BOX).resize((w, h), Image.BOX)
+    box = Image.Resampling.BOX
+    img = img.resize((int(w * c), int(h * c)), box).resize((w, h), box)
     return np.asarray(img, dtype=np.float64)
 
 
@@ -409,7 +410,7 @@ def elastic_transform(x: np.ndarray, severity: int, rng: np.random.Generator) ->
     )
     img = _f(x)
     h, w = img.shape[:2]
-    centre = np.float64([w, h]) // 2  # (x, y), as OpenCV
+    centre = np.array([w, h], dtype=np.float64) // 2  # (x, y), as OpenCV
     sq = min(h, w) // 3
     src = np.array([centre + sq, [centre[0] + sq, centre[1] - sq], centre - sq])
     dst = src + rng.uniform(-jitter, jitter, size=src.shape)

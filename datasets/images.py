@@ -28,10 +28,10 @@ def decode(source: Path | bytes, size: tuple[int, int] | None, name: str = "") -
     """One image file (path or bytes) -> uint8 ``H x W x 3`` RGB, resized to ``size`` (h, w)."""
     label = name or str(source)
     try:
-        with Image.open(io.BytesIO(source) if isinstance(source, bytes) else source) as img:
-            img = img.convert("RGB")
+        with Image.open(io.BytesIO(source) if isinstance(source, bytes) else source) as opened:
+            img = opened.convert("RGB")
             if size is not None and img.size != (size[1], size[0]):
-                img = img.resize((size[1], size[0]), Image.BILINEAR)
+                img = img.resize((size[1], size[0]), Image.Resampling.BILINEAR)
             return np.asarray(img, dtype=np.uint8)
     except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as exc:
         raise CorruptDataError(
@@ -56,6 +56,7 @@ def decode_files(
     With ``out`` the array is written straight into that ``.npy`` file (a memory map), so a
     set larger than memory can be built; the return value is then the open memory map."""
     shape = (len(paths), size[0], size[1], 3)
+    array: np.ndarray
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
         array = np.lib.format.open_memmap(out, mode="w+", dtype=np.uint8, shape=shape)
@@ -74,7 +75,7 @@ def decode_files(
         start += len(block)
         bar.update(len(block))
     bar.close()
-    if out is not None:
+    if isinstance(array, np.memmap):
         array.flush()
     return array
 

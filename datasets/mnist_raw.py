@@ -14,6 +14,13 @@ import numpy as np
 
 from debias_bench.errors import CorruptDataError, DataNotFoundError
 
+MNIST_FILES = {
+    "train_images": "train-images-idx3-ubyte",
+    "train_labels": "train-labels-idx1-ubyte",
+    "test_images": "t10k-images-idx3-ubyte",
+    "test_labels": "t10k-labels-idx1-ubyte",
+}
+
 
 @dataclass(frozen=True)
 class IdxSource:
@@ -34,12 +41,6 @@ class IdxSource:
         return self.folders[0] if self.folders and self.folders[0] != "." else self.name.lower()
 
 
-MNIST_FILES = {
-    "train_images": "train-images-idx3-ubyte",
-    "train_labels": "train-labels-idx1-ubyte",
-    "test_images": "t10k-images-idx3-ubyte",
-    "test_labels": "t10k-labels-idx1-ubyte",
-}
 MNIST = IdxSource(
     name="MNIST",
     folders=("mnist", "MNIST/raw", "."),
