@@ -13,6 +13,7 @@ and the reruns (``bench report``, ``bench analyze tune``).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +22,7 @@ from typing import Any
 from tabulate import tabulate
 
 from debias_bench.config import RunConfig, parse_overrides
-from debias_bench.errors import ConfigError
+from debias_bench.errors import ConfigError, CorruptDataError
 from debias_bench.grid import Grid, expand
 from debias_bench.launchers import Sweep
 from debias_bench.registry import DATASETS, METHODS
@@ -101,12 +102,21 @@ def plan_cells(args: argparse.Namespace) -> tuple[list[Cell], list[str]]:
     return cells, notes
 
 
+def _result(store: RunStore, run_id: str) -> dict[str, Any] | None:
+    """A run's result; None when it has none or a corrupt one (that trial then cannot win;
+    ``_trial_problems`` names it)."""
+    try:
+        return store.run(run_id).result()
+    except CorruptDataError:
+        return None
+
+
 def score_cell(cell: Cell, store: RunStore, selection: str) -> list[Scored]:
     """Each trial's validation scores, read from the run store (never a test metric)."""
     scored = []
     for trial, configs in cell.trials:
         ids = [c.run_id for c in configs]
-        scores = [valid_score(store.run(i).result(), selection) for i in ids]
+        scores = [valid_score(_result(store, i), selection) for i in ids]
         scored.append(Scored(trial, ids, scores))
     return scored
 
@@ -201,11 +211,13 @@ def _trial_problems(cell: Cell, store: RunStore, outcomes: dict[str, Outcome]) -
             state = outcomes[config.run_id].state if config.run_id in outcomes else "not run"
             if state in ("done", "skipped"):
                 continue
-            if store.run(config.run_id).status().get("reason") == DIVERGED:
-                print(
-                    f"note: {cell.label} trial {trial.index} diverged (it loses)", file=sys.stderr
-                )
-                continue
+            with contextlib.suppress(CorruptDataError):  # a torn status.json: a problem
+                if store.run(config.run_id).status().get("reason") == DIVERGED:
+                    print(
+                        f"note: {cell.label} trial {trial.index} diverged (it loses)",
+                        file=sys.stderr,
+                    )
+                    continue
             problems.append(f"{cell.label} trial {trial.index}: {config.run_id} {state}")
     return problems
 
