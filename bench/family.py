@@ -168,11 +168,13 @@ class DatasetFamily(ABC):
         except DataNotFoundError as exc:
             if self.auto_download:
                 return None
-            fetch = f"`bench data download {self.spec.name}`, then " if self.remote() else ""
-            lines = [f"{self.spec.name}: no prepared data and no raw sources. {exc.message}"]
+            name = self.spec.name
+            lines = [f"{name}: no prepared data and no raw sources. {exc.message}"]
             if exc.hint:
                 lines.append(f"  {exc.hint}")
-            lines.append(f"  get it with {fetch}`bench data prepare {self.spec.name}`")
+            if self.remote() is not None:
+                lines.append(f"  get it with `bench data download {name}`, then prepare it")
+            lines.append(f"  once the raw sources are there: `bench data prepare {name}`")
             return "\n".join(lines)
 
     def write_fixture(self, per_class: int | None = None) -> dict[str, Any]:
