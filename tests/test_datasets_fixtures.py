@@ -77,3 +77,24 @@ def test_bench_data_fixture_writes_a_raw_root_that_prepares(tmp_path, capsys):
     cls = DATASETS.get("cmnist")
     splits = cls(raw, data, valid_size=30).load(1.0)
     assert len(splits.valid) == 30 and isinstance(splits.train.images, torch.Tensor)
+
+
+def test_a_plugin_dataset_goes_to_the_table_of_its_declared_kind():
+    from debias_bench.errors import ConfigError
+    from debias_bench.reporting.layout import dataset_order
+
+    cls = DATASETS.get("toy")
+    try:
+        DATASETS.register("kind_real_ds", display_name="R", kind="real")(cls)
+        DATASETS.register("kind_syn_ds", display_name="S", kind="synthetic")(cls)
+        DATASETS.register("kind_none_ds", display_name="N")(cls)
+        DATASETS.register("kind_bad_ds", display_name="B", kind="medical")(cls)
+        assert table_of("kind_real_ds") == "real" and table_of("kind_syn_ds") == "synthetic"
+        assert table_of("kind_none_ds") == "other"
+        with pytest.raises(ConfigError, match="kind='medical'"):
+            table_of("kind_bad_ds")
+        order = dataset_order(["kind_syn_ds", "bar", "kind_real_ds", "cmnist"])
+        assert order == ["cmnist", "bar", "kind_real_ds", "kind_syn_ds"]  # registry order
+    finally:
+        for name in ("kind_real_ds", "kind_syn_ds", "kind_none_ds", "kind_bad_ds"):
+            DATASETS.unregister(name)
