@@ -156,16 +156,17 @@ class Trial:
     index: int
     values: dict[str, Any]  # the sampled values; {} for trial 0, the official configuration
 
-    @property
-    def official(self) -> bool:
-        return self.index == 0
-
 
 class CellSearch:
     """The trials of one method x dataset x ratio: one Optuna study per key (ask-and-tell)."""
 
     def __init__(
-        self, method: str, dataset: str, ratio: float, space: dict[str, BaseDistribution], seed=0
+        self,
+        method: str,
+        dataset: str,
+        ratio: float,
+        space: dict[str, BaseDistribution],
+        seed: int = 0,
     ) -> None:
         import optuna
 
