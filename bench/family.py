@@ -6,8 +6,9 @@ Prepared splits use the LfF npy layout, one folder per split::
     <split>/attrs.npy    int64  N x 2   ([label, bias])
 
 plus a ``manifest.json`` per prepared dataset with its build parameters and the SHA-256 of every
-file, which ``verify`` checks. Folders are written to a temporary name and renamed into place,
-so an interrupted build never leaves a half-written dataset behind.
+file: ``load`` checks the files a run reads against it (``debias_bench.integrity``) and
+``verify`` checks everything, counts included. Folders are written to a temporary name and
+renamed into place, so an interrupted build never leaves a half-written dataset behind.
 """
 
 from __future__ import annotations
@@ -34,8 +35,6 @@ from debias_bench.download import Download
 from debias_bench.errors import BenchError, ConfigError, CorruptDataError, DataNotFoundError
 from debias_bench.integrity import check_files, fingerprint_of, manifest_digests, sha256
 
-__all__ = ["DataOption", "DatasetFamily", "sha256"]
-
 
 class DatasetFamily(ABC):
     """A registered dataset: builds itself from raw sources, loads its splits, verifies them.
@@ -61,11 +60,11 @@ class DatasetFamily(ABC):
     def __init__(self, raw_root: Path, data_root: Path, **options: Any) -> None:
         self.raw_root = Path(raw_root)
         self.data_root = Path(data_root)
-        declared = declared_options(type(self))
-        given = check_options(type(self), options, self.registered_name())
-        self._option_values = {name: opt.default for name, opt in declared.items()} | given
-        self._verified: dict[tuple[str, ...], dict[str, str]] = {}
         name = self.registered_name()
+        declared = declared_options(type(self))
+        given = check_options(type(self), options, name)
+        self._option_values = {key: opt.default for key, opt in declared.items()} | given
+        self._verified: dict[tuple[str, ...], dict[str, str]] = {}
         if name != self.spec.name:  # a subclass registered under its own name
             self.spec = dataclasses.replace(self.spec, name=name)  # type: ignore[misc]
 
