@@ -1,4 +1,22 @@
-"""Feature extractors. Each exposes ``feat_dim``; heads are built by the methods."""
+"""Feature extractors. Each exposes ``feat_dim``; heads are built by the methods.
+
+A backbone may also carry ``head_init``: ``"kaiming"`` asks every method to initialise the
+linear head(s) it puts on top with ``kaiming_normal_`` (:func:`init_head`), as the official LfF
+and ETF-Debias networks do (their ``_weights_init`` is applied to the whole model, classifier
+included). Without it a head keeps PyTorch's default ``nn.Linear`` initialisation.
+
+Named ResNets and where they come from (``../shared/reference/METHODS.md`` sections 1.2, 3.2):
+
+* ``resnet20``: CIFAR ResNet-20, PyTorch's default head; the ``ci`` preset's network (its
+  committed baseline was recorded with it).
+* ``resnet20_kaiming``: the same network with a kaiming-normal head: LfF's and train_ETF.py's
+  ``ResNet20``. The methods' YAMLs pick it where the official code uses a ResNet-20.
+* ``resnet18`` / ``resnet18_pretrained``: torchvision ResNet-18 from scratch / with ImageNet
+  weights (the DisEnt / BiasEnsemble baselines on the 224-px sets; BE's BAR setting).
+* ``resnet18_etf``: train_ETF.py's ``Pre_train_ResNet18``: ImageNet weights are loaded, then
+  ``_weights_init`` re-initialises every convolution (and the head) with kaiming_normal, so
+  only BatchNorm keeps ImageNet values. Offered to reproduce the released code as written.
+"""
 
 from __future__ import annotations
 
@@ -71,11 +89,14 @@ class _BasicBlockA(nn.Module):
 
 
 class ResNet20(nn.Module):
-    """CIFAR ResNet-20 (16/32/64 channels, 3 blocks per stage, Kaiming-normal init), the
-    backbone of LfF and ETF-Debias for Corrupted CIFAR-10; 64-d globally pooled features."""
+    """CIFAR ResNet-20 (16/32/64 channels, 3 blocks per stage, Kaiming-normal init of the
+    convolutions), the backbone of LfF and ETF-Debias for Corrupted CIFAR-10; 64-d globally
+    pooled features. ``head_init="kaiming"``: the methods' heads are initialised like the
+    official code's (see the module docstring)."""
 
-    def __init__(self, in_channels: int = 3) -> None:
+    def __init__(self, in_channels: int = 3, head_init: str = "default") -> None:
         super().__init__()
+        self.head_init = head_init
         self.conv1 = nn.Conv2d(in_channels, 16, 3, 1, 1, bias=False)
         self.bn1 = nn.BatchNorm2d(16)
         blocks: list[nn.Module] = []
@@ -98,9 +119,12 @@ class ResNet20(nn.Module):
 
 
 class ResNet18(nn.Module):
-    """torchvision ResNet-18 without its fc layer; 512-d features (the 224-px baselines)."""
+    """torchvision ResNet-18 without its fc layer; 512-d features (the 224-px baselines).
 
-    def __init__(self, weights_path: Path | None = None) -> None:
+    ``reinit_convs``: after loading ``weights_path``, re-initialise every convolution with
+    kaiming_normal and ask for kaiming heads, as train_ETF.py's ``Pre_train_ResNet18``."""
+
+    def __init__(self, weights_path: Path | None = None, reinit_convs: bool = False) -> None:
         super().__init__()
         from torchvision.models import resnet18
 
@@ -108,6 +132,12 @@ class ResNet18(nn.Module):
         if weights_path is not None:
             net.load_state_dict(torch.load(weights_path, map_location="cpu", weights_only=True))
         net.fc = nn.Identity()
+        self.head_init = "default"
+        if reinit_convs:
+            for m in net.modules():
+                if isinstance(m, nn.Conv2d):
+                    nn.init.kaiming_normal_(m.weight)
+            self.head_init = "kaiming"
         self.net = net
         self.feat_dim = 512
 
@@ -149,12 +179,26 @@ def _resnet18_pretrained(spec: DatasetSpec, hp: Mapping[str, Any]) -> nn.Module:
     return ResNet18(imagenet_resnet18_weights(hp.get("pretrained_weights")))
 
 
+def _resnet18_etf(spec: DatasetSpec, hp: Mapping[str, Any]) -> nn.Module:
+    return ResNet18(imagenet_resnet18_weights(hp.get("pretrained_weights")), reinit_convs=True)
+
+
 BACKBONES: dict[str, Callable[[DatasetSpec, Mapping[str, Any]], nn.Module]] = {
     "mlp": _mlp,
     "resnet20": lambda spec, hp: ResNet20(spec.channels),
+    "resnet20_kaiming": lambda spec, hp: ResNet20(spec.channels, head_init="kaiming"),
     "resnet18": _resnet18,
     "resnet18_pretrained": _resnet18_pretrained,
+    "resnet18_etf": _resnet18_etf,
 }
+
+
+def init_head(backbone: nn.Module, head: nn.Linear) -> nn.Linear:
+    """``head`` initialised as ``backbone`` asks (``head_init``, module docstring); with the
+    default it is returned untouched and draws no random numbers."""
+    if getattr(backbone, "head_init", "default") == "kaiming":
+        nn.init.kaiming_normal_(head.weight)
+    return head
 
 
 def build_backbone(name: str, spec: DatasetSpec, hp: Mapping[str, Any]) -> nn.Module:

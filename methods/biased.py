@@ -10,7 +10,9 @@ Official behaviour kept
       ``step % valid_every == 0`` (0-based), strictly better only: with the defaults (1,000 steps,
       ``valid_every`` 500) that compares the model after 1 update with the one after 501
       updates, never the final one. Kept because it is what the published numbers used.
-    * Scoring of all training samples in eval mode, unaugmented, with the selected copy.
+    * Scoring of all training samples in eval mode with the selected copy. Departure: the
+      official code scores through the training transform (random crop and flip on the 224-px
+      sets); here samples are scored unaugmented (``lff_be.py`` says why).
 """
 
 from __future__ import annotations

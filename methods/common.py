@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from debias_bench.backbones import build_backbone
+from debias_bench.backbones import build_backbone, init_head
 from debias_bench.data import DatasetSpec
 from debias_bench.method import HParams
 
@@ -16,7 +16,7 @@ class Classifier(nn.Module):
     def __init__(self, backbone: nn.Module, num_classes: int, bias: bool = True) -> None:
         super().__init__()
         self.backbone = backbone
-        self.head = nn.Linear(backbone.feat_dim, num_classes, bias=bias)
+        self.head = init_head(backbone, nn.Linear(backbone.feat_dim, num_classes, bias=bias))
 
     def features(self, x: torch.Tensor) -> torch.Tensor:
         return self.backbone(x)

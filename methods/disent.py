@@ -47,7 +47,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.optim.lr_scheduler import StepLR
 
-from debias_bench.backbones import build_backbone
+from debias_bench.backbones import build_backbone, init_head
 from debias_bench.data import Batch
 from debias_bench.hparams import REQUIRED, HParam
 from debias_bench.method import Method
@@ -64,7 +64,7 @@ class Branch(nn.Module):
     def __init__(self, encoder: nn.Module, num_classes: int) -> None:
         super().__init__()
         self.encoder = encoder
-        self.head = nn.Linear(2 * encoder.feat_dim, num_classes)
+        self.head = init_head(encoder, nn.Linear(2 * encoder.feat_dim, num_classes))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.encoder(x)

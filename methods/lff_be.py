@@ -34,6 +34,13 @@ Departures
     * Validation for the committee's checkpoint uses the harness's held-out valid split (for
       Colored MNIST an unbiased split of MNIST training images; the official PNG release has
       its own valid folder).
+    * Scoring transform (under both protocols): the members score every training sample
+      unaugmented. The official ``pretrain_loader`` reads the training set through the
+      *training* transform, so on the 224-px sets (BFFHQ, Dogs & Cats, BAR) each sample is
+      scored once through a random 4-px-padded crop and a random flip. On Colored MNIST
+      (no augmentation) both are the same. Kept: a deterministic vote that does not depend on
+      one augmentation draw; a switch would need a new hyperparameter, and every new method
+      key changes every LfF+BE run id, Colored MNIST's included, where it changes nothing.
 """
 
 from __future__ import annotations

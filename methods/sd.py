@@ -45,7 +45,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from debias_bench.backbones import build_backbone
+from debias_bench.backbones import build_backbone, init_head
 from debias_bench.data import Batch
 from debias_bench.hparams import REQUIRED, HParam
 from debias_bench.method import Method
@@ -91,7 +91,8 @@ class ShortcutDebias(Method):
         vectors = SHORTCUTS[kind](self.dim, spec.num_biases, generator)  # d x K
         scale = float(self.hp["shortcut_scale"])
         self.shortcuts = PrimeBank(scale * vectors).to(self.device)
-        self.classifier = nn.Linear(2 * self.dim, spec.num_classes, bias=False).to(self.device)
+        classifier = nn.Linear(2 * self.dim, spec.num_classes, bias=False)
+        self.classifier = init_head(self.backbone, classifier).to(self.device)
         self.optimizer = self.optimizer_for(self.backbone, self.classifier)
         self.scheduler = self.scheduler_for(self.optimizer)
 

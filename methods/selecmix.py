@@ -17,7 +17,9 @@ Algorithm (``../shared/reference/METHODS.md`` section 8; ``iwhwang/SelecMix`` ``
        incomplete ones dropped); on each, one optimiser step of the main model(s), then one
        GSC step of ``g`` on the clean mini-batch.
 
-    Main loss per mini-batch (``base``):
+    Main loss per mini-batch (``base``; ``mix_weight`` a and ``clean_weight`` b left at
+    ``null`` take the base's own official values, :data:`BASE_WEIGHTS`, so ``--set base=lff``
+    brings LfF+SelecMix's weights instead of silently keeping Vanilla+SelecMix's):
     * ``vanilla`` (Vanilla+SelecMix, ``configs/v_ours.cfg``, default):
       ``clean_weight * CE(f(x), y) + mix_weight * CE(f(x_mix), y_mix)`` with 0 and 1, i.e. CE
       on the mixed samples only. The clean forward still runs (as officially), which matters
@@ -67,6 +69,8 @@ from .ema import LOSS_EMA, SampleLossEMA, relative_difficulty
 from .losses import GCE_Q, generalized_ce
 
 PAIRINGS = ("rand", "intra", "inter")
+#: (mix_weight a, clean_weight b) of each base: configs/v_ours.cfg and configs/l_ours.cfg
+BASE_WEIGHTS = {"vanilla": (1.0, 0.0), "lff": (0.1, 1.0)}
 
 
 def mini_batches(n: int, size: int) -> list[torch.Tensor]:
@@ -76,6 +80,15 @@ def mini_batches(n: int, size: int) -> list[torch.Tensor]:
     if n < size:
         return [order]
     return list(order[: n - n % size].split(size))
+
+
+def base_weights(base: str, mix: float | None, clean: float | None) -> tuple[float, float]:
+    """(a, b): the given values, each ``None`` replaced by the base's official one."""
+    official_mix, official_clean = BASE_WEIGHTS[base]
+    return (
+        official_mix if mix is None else float(mix),
+        official_clean if clean is None else float(clean),
+    )
 
 
 @register_method(
@@ -92,8 +105,12 @@ class SelecMix(Method):
         LOSS_EMA,
         HParam("base", "str", REQUIRED, "vanilla or LfF training of the debiased model",
                choices=("vanilla", "lff")),
-        HParam("mix_weight", "float", REQUIRED, "a: weight of CE on the mixed samples", low=0),
-        HParam("clean_weight", "float", REQUIRED, "b: weight of the clean loss", low=0),
+        HParam("mix_weight", "float", REQUIRED,
+               "a: weight of CE on the mixed samples (null: the base's, vanilla 1, lff 0.1)",
+               low=0, nullable=True),
+        HParam("clean_weight", "float", REQUIRED,
+               "b: weight of the clean loss (null: the base's, vanilla 0, lff 1)", low=0,
+               nullable=True),
         HParam("pairing", "str", REQUIRED, "partner selection per big batch", choices=PAIRINGS),
         HParam("strict_pairs", "bool", REQUIRED, "partners always admissible"),
         HParam("mini_batch_size", "int", REQUIRED, "samples mixed per big batch", low=1),
@@ -124,8 +141,9 @@ class SelecMix(Method):
         if self.pairing not in PAIRINGS:
             raise ValueError(f"pairing must be one of {PAIRINGS}, not {self.pairing!r}")
         self.strict = bool(self.hp["strict_pairs"])
-        self.mix_weight = float(self.hp["mix_weight"])
-        self.clean_weight = float(self.hp["clean_weight"])
+        self.mix_weight, self.clean_weight = base_weights(
+            self.base, self.hp["mix_weight"], self.hp["clean_weight"]
+        )
         self.mini_batch_size = int(self.hp["mini_batch_size"])
         self.tau, self.gsc_q = float(self.hp["tau"]), self.hp["gsc_q"]
 

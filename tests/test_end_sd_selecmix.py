@@ -253,6 +253,27 @@ def test_selecmix_update_makes_one_step_per_mini_batch(base):
         assert not hasattr(method, "model_b")
 
 
+@pytest.mark.parametrize(
+    ("base", "overrides", "expected"),
+    [
+        ("vanilla", {}, (1.0, 0.0)),  # configs/v_ours.cfg
+        ("lff", {}, (0.1, 1.0)),  # configs/l_ours.cfg: base=lff brings its own weights
+        ("lff", {"mix_weight": 0.5}, (0.5, 1.0)),  # an explicit value wins
+        ("vanilla", {"clean_weight": 0.25}, (1.0, 0.25)),
+    ],
+)
+def test_selecmix_loss_weights_follow_the_base(base, overrides, expected):
+    method, _ = _method("selecmix", base=base, aux_backbone="mlp", **overrides)
+    assert (method.mix_weight, method.clean_weight) == expected
+
+
+def test_end_official_schedule_is_ends_own_and_clean_keeps_a_constant_lr():
+    official = resolve_hparams("end", "cmnist", "official")
+    clean = resolve_hparams("end", "cmnist", "clean")
+    assert (official["lr_step_epochs"], official["lr_gamma"]) == (20, 0.1)
+    assert (clean["lr_step_epochs"], clean["lr_gamma"]) == (None, 1.0)
+
+
 def test_selecmix_trains_the_official_auxiliary_resnet18_with_gsc():
     method, spec = _method("selecmix", mini_batch_size=4)  # aux_backbone: cifar_resnet18
     batch = toy_batch(spec, n=8)
@@ -393,8 +414,8 @@ TABLE = [
     ("selecmix", "cmnist", "official", "weight_decay", 0.0, "8.4 Adam, wd 0"),
     ("selecmix", "cmnist", "official", "tau", 0.2, "8.3 v_ours.cfg tau 0.2"),
     ("selecmix", "cmnist", "official", "gsc_q", 0.7, "8.3 gsc_q 0.7"),
-    ("selecmix", "cmnist", "official", "mix_weight", 1.0, "8.3 v_ours a = 1.0"),
-    ("selecmix", "cmnist", "official", "clean_weight", 0.0, "8.3 v_ours b = 0.0"),
+    ("selecmix", "cmnist", "official", "mix_weight", None, "8.3 a: the base's own"),
+    ("selecmix", "cmnist", "official", "clean_weight", None, "8.3 b: the base's own"),
     ("selecmix", "cmnist", "official", "pairing", "rand", "8.3 v_ours rand"),
     ("selecmix", "cmnist", "official", "base", "vanilla", "8.3 Vanilla+SelecMix"),
     ("selecmix", "cmnist", "official", "aux_backbone", "cifar_resnet18", "8.1 SupConResNet"),
@@ -411,6 +432,9 @@ TABLE = [
     ("end", "cmnist", "official", "batch_size", 256, "6.2 batch 256"),
     ("end", "cmnist", "official", "par_pairs", "official", "6.1 tril (b, b') convention"),
     ("end", "cmnist", "clean", "par_pairs", "all", "departure under clean"),
+    ("end", "cmnist", "official", "lr_step_epochs", 20, "6.2 StepLR(20, 0.1)"),
+    ("end", "cmnist", "official", "lr_gamma", 0.1, "6.2 StepLR(20, 0.1)"),
+    ("end", "cifar10c", "official", "backbone", "resnet20_kaiming", "3.2 LfF ResNet-20 recipe"),
     # SD: no source (section 7); the optimisation follows ETF-Debias (section 1.4 / paper B.2)
     ("sd", "cmnist", "official", "lr", 1e-3, "1.4 ColoredMNIST Adam 1e-3"),
     ("sd", "cmnist", "official", "weight_decay", 1e-5, "1.4 wd 1e-5"),

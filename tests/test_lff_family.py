@@ -382,7 +382,8 @@ EXPECTED = [
     # section 3.2, LfF config.py
     ("lff", "cmnist", {"optimizer": "adam", "lr": 1e-3, "weight_decay": 0.0, "batch_size": 256,
                        "epochs": 100, "mlp_hidden": [100, 100, 100], "q": 0.7, "ema_alpha": 0.7}),
-    ("lff", "cifar10c", {"backbone": "resnet20", "lr": 1e-3, "batch_size": 256, "epochs": 200}),
+    ("lff", "cifar10c", {"backbone": "resnet20_kaiming", "lr": 1e-3, "batch_size": 256,
+                         "epochs": 200}),
     # section 4.3, BiasEnsemble train.py defaults and scripts/train_codes/*.sh
     ("lff_be", "cmnist", {"lr": 1e-2, "batch_size": 256, "steps": 50000, "weight_decay": 0.0,
                           "mlp_hidden": [100, 100, 16], "committee_members": 5,
