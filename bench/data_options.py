@@ -84,7 +84,7 @@ class DataOption(Generic[T]):
             raise self._error(value, dataset, f"valid values: {valid}")
         if self.minimum is not None and parsed < self.minimum:
             raise self._error(value, dataset, f"must be >= {self.minimum:g}")
-        return parsed  # type: ignore[no-any-return]
+        return parsed
 
     def _error(self, value: Any, dataset: str, why: str) -> ConfigError:
         return ConfigError(f"data option {self.name}={value!r} for {dataset}: {why}", hint=self.doc)
@@ -122,7 +122,7 @@ def declared_options(family: type) -> dict[str, DataOption[Any]]:
 def _registered(dataset: str) -> type:
     from debias_bench.registry import DATASETS
 
-    return DATASETS.get(dataset)  # type: ignore[no-any-return]
+    return DATASETS.get(dataset)
 
 
 def check_options(family: type, options: Mapping[str, Any], dataset: str = "") -> dict[str, Any]:

@@ -130,7 +130,7 @@ def _fetch_url(item: RemoteFile, target: Path, log: Log) -> None:
 def _fetch_drive(item: DriveFile, folder: Path, log: Log) -> Path:
     """The file of a public Drive folder, via gdown (only that file when gdown can list)."""
     try:
-        import gdown  # type: ignore[import-not-found]
+        import gdown
     except ImportError as exc:
         raise BenchError(
             f"this dataset is published in a Google Drive folder ({item.folder_url}), which "
@@ -149,7 +149,7 @@ def _fetch_drive(item: DriveFile, folder: Path, log: Log) -> Path:
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def _drive_file(gdown, item: DriveFile, staging: Path, log: Log) -> Path:  # type: ignore[no-untyped-def]
+def _drive_file(gdown, item: DriveFile, staging: Path, log: Log) -> Path:
     log(f"listing {item.folder_url} (gdown)")
     if "skip_download" in inspect.signature(gdown.download_folder).parameters:
         listing = gdown.download_folder(

@@ -144,7 +144,7 @@ class BiasedFFHQ(CachedImageFamily):
         (staging / "test").mkdir()
         read_records(test, size, f"{self.spec.name} test (conflicting)", staging / "test")
 
-    def load(self, ratio: float):  # type: ignore[override]
+    def load(self, ratio: float):
         ratio = self.check_ratio(ratio)
         self.prepare([ratio])
         if not (self.folder / ratio_dirname(ratio) / "train").is_dir():

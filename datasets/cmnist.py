@@ -141,7 +141,7 @@ class ColourBiasedDigits(DatasetFamily):
         return found
 
     @property
-    def auto_download(self) -> bool:  # type: ignore[override]
+    def auto_download(self) -> bool:
         return bool(self.raw_source.mirrors) and not self.imported
 
     def remote(self) -> Download | None:

@@ -50,10 +50,10 @@ def lff_tag(family: DatasetFamily, ratio: float) -> str:
     fraction = f"{ratio / 100:g}"
     name = family.spec.name
     if name == "cmnist":
-        return f"ColoredMNIST-Skewed{fraction}-Severity{family.severity}"  # type: ignore[attr-defined]
+        return f"ColoredMNIST-Skewed{fraction}-Severity{family.severity}"
     if name == "cifar10c":
-        kind = {"type0": "Type0", "type1": "Type1"}.get(family.corruptions, "Default")  # type: ignore[attr-defined]
-        level = family.severity - 1  # type: ignore[attr-defined]  # LfF tag counts from 0
+        kind = {"type0": "Type0", "type1": "Type1"}.get(family.corruptions, "Default")
+        level = family.severity - 1  # LfF tag counts from 0
         return f"CorruptedCIFAR10-{kind}-Skewed{fraction}-Severity{level}"
     raise CorruptDataError(f"the LfF npy layout exists only for cmnist and cifar10c, not {name}")
 
