@@ -199,17 +199,29 @@ def display_name(method: str) -> str:
     return METHODS.entry(method).display_name if method in METHODS else method
 
 
-def render_table(cells: list[Comparison]) -> str:
-    """The comparison as a GitHub Markdown table; flagged differences marked ``⚑``."""
+def reason_notes(cells: list[Comparison]) -> list[str]:
+    """The distinct reasons of the flagged cells, in table order (numbered in the table)."""
+    notes: list[str] = []
+    for c in cells:
+        if c.flagged and c.reason not in notes:
+            notes.append(c.reason)
+    return notes
+
+
+def render_table(cells: list[Comparison], numbered: bool = False) -> str:
+    """The comparison as a GitHub Markdown table; flagged differences marked ``⚑``. With
+    ``numbered``, a flagged cell's reason is a reference ``(k)`` to :func:`reason_notes`."""
+    notes = reason_notes(cells)
     head = "| method | ratio (%) | ours | n | paper | ours − paper | flag | reason |"
     lines = [head, "|---|---:|---:|---:|---:|---:|:---:|---|"]
     for c in cells:
         diff = "–" if c.diff is None else f"{c.diff:+.2f}"
         ours = _stat(c.ours_mean, c.ours_std) if c.n else "not run"
         flag = "⚑" if c.flagged else ""
+        reason = f"({notes.index(c.reason) + 1})" if numbered and c.flagged else c.reason
         lines.append(
             f"| {display_name(c.method)} | {c.ratio:g} | {ours} | {c.n} | "
-            f"{_stat(c.paper_mean, c.paper_std)} | {diff} | {flag} | {c.reason} |"
+            f"{_stat(c.paper_mean, c.paper_std)} | {diff} | {flag} | {reason} |"
         )
     return "\n".join(lines)
 
@@ -253,10 +265,14 @@ def render_readme(
         "",
         caption(frame, dataset, selection, protocol, preset),
         "",
-        render_table(cells),
+        render_table(cells, numbered=True),
         "",
         f"{len(flagged)} of {sum(c.diff is not None for c in cells)} compared cells flagged.",
     ]
+    reasons = reason_notes(cells)
+    if reasons:
+        parts += ["", "Reasons for the flagged cells:", ""]
+        parts += [f"{k}. {text}" for k, text in enumerate(reasons, 1)]
     if incomplete:
         parts += ["", "Cells without all seeds (still running or not run yet):", ""]
         parts += [f"- {line}" for line in incomplete]

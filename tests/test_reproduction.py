@@ -215,6 +215,8 @@ def test_render_table_and_readme(store: Path) -> None:
     assert "Generated 2026-11-23 22:15 UTC" in readme
     assert "Device: cpu" in readme
     assert "1 of 3 compared cells flagged." in readme
+    assert "| +6.55 | ⚑ | (1) |" in readme  # numbered: the reason under the table
+    assert "Reasons for the flagged cells:\n\n1. longer schedule\n" in readme
     assert "- LfF 1 %: 1 of 3 seeds" in readme and "- DisEnt 1 %: 0 of 3 seeds" in readme
     assert "- Vanilla 1 %" not in readme
     assert readme.rstrip().endswith("- a recipe note")
@@ -236,4 +238,7 @@ def test_cli_export_and_table(store: Path, tmp_path: Path, capsys) -> None:
     out = capsys.readouterr().out
     assert "| Vanilla | 1 | 55.00 ± 1.00 | 3 | 48.45 ± 0.06 | +6.55 | ⚑ | UNEXPLAINED |" in out
     assert "| ETF-Debias | 0.5 | not run | 0 | 71.63 ± 0.28 |" in out  # the paper's own cells
+    assert main(["reproduce", "table", str(csv), "--explanations", str(expl), "--numbered"]) == 0
+    out = capsys.readouterr().out
+    assert "| +6.55 | ⚑ | (1) |" in out and "(1) UNEXPLAINED" in out
     assert readme.read_text().startswith("# Reproduction: cmnist against the ETF-Debias paper")

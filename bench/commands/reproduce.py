@@ -19,6 +19,7 @@ from debias_bench.reproduction import (
     export_frame,
     load_explanations,
     read_csv,
+    reason_notes,
     render_readme,
     render_table,
     write_csv,
@@ -52,7 +53,10 @@ def cmd_table(args: argparse.Namespace) -> int:
     )
     print(caption(frame, args.dataset, selection, protocol, preset))
     print()
-    print(render_table(cells))
+    print(render_table(cells, numbered=args.numbered))
+    if args.numbered:
+        for k, text in enumerate(reason_notes(cells), 1):
+            print(f"\n({k}) {text}")
     if args.readme:
         text = render_readme(
             frame, cells, args.dataset, selection, protocol, preset, explanations, csv.name
@@ -86,4 +90,7 @@ def add(sub: argparse._SubParsersAction) -> None:
         help="YAML of reasons for flagged cells and notes (default %(default)s)",
     )
     table.add_argument("--readme", default=None, help="also write this README (Markdown)")
+    table.add_argument(
+        "--numbered", action="store_true", help="reasons as numbered notes under the table"
+    )
     table.set_defaults(func=cmd_table)
