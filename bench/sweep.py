@@ -136,7 +136,8 @@ def run_one(
                 status_fields or {},
             )
         except OSError as exc:  # writing the store failed outside the training (a full disk)
-            return Outcome(config, run_dir, RunState.FAILED, _record_failure(run_dir, exc))
+            message = _record_failure(run_dir, exc)
+            return Outcome(config, run_dir, RunState.FAILED, message, ran=True)
 
 
 def _record_failure(run_dir: RunDir, exc: BaseException, **fields: Any) -> str:

@@ -165,6 +165,9 @@ def schedule(
         if decision.run:
             queue.append(Task(config, labels.get(config.run_id, config.run_id)))
         else:
+            if decision.state is RunState.CORRUPT:  # the file and the fix, in full
+                label = labels.get(config.run_id, config.run_id)
+                print(f"    CORRUPT {label}: {decision.note}", file=sys.stderr, flush=True)
             result = run_dir.result() if decision.state is RunState.DONE else None
             outcomes[config.run_id] = Outcome(
                 config, run_dir, decision.state, decision.note, result
