@@ -17,7 +17,8 @@ Official behaviour kept
     * The EMA's first-visit rule and the class maximum over the whole training set (samples not
       yet visited hold 0, as in ``util.EMA``).
     * Adam for both models with the same lr and weight decay; no lr schedule.
-    * LfF's Colored MNIST MLP 100-100-100 and CIFAR ResNet-20 (``lff.yaml``).
+    * LfF's Colored MNIST MLP 100-100-100 and CIFAR ResNet-20, whose heads are kaiming-normal
+      initialised like its convolutions (``resnet20_kaiming``; ``lff.yaml``).
 
 Departures
     * The class maximum gets ``+ 1e-8`` in the denominator (as BiasEnsemble's re-implementation
