@@ -6,7 +6,11 @@
 #
 #   OUT=~/runs/repro WORKERS=1 bash scripts/reproduce_cmnist.sh
 #
-# Then `bench reproduce export --out $OUT` writes results/reproduction/cmnist.csv.
+# Then, from the repository root:
+#   bench reproduce export --out $OUT --dataset cmnist -o results/reproduction/cmnist.csv
+#   bench reproduce table results/reproduction/cmnist.csv --readme results/reproduction/README.md
+# SelecMix is left out: its official auxiliary CIFAR ResNet-18 takes about a minute per big
+# batch on this CPU (200 epochs: weeks); scripts/reproduce_gpu.sh runs it on a GPU.
 set -uo pipefail
 OUT="${OUT:-$HOME/runs/repro}"
 WORKERS="${WORKERS:-1}"
