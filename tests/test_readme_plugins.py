@@ -1,0 +1,78 @@
+"""The README's "Adding a method" and "Adding a dataset" plugins, exactly as printed, run end to
+end from a folder outside the repository through ``BENCH_PLUGINS`` (paths, no PYTHONPATH)."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow  # three short runs through local workers (a minute or two)
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def readme_files() -> dict[str, str]:
+    """``<!-- file: NAME -->`` followed by a fenced block -> {NAME: code}."""
+    text = README.read_text()
+    pattern = re.compile(r"<!-- file: (\S+) -->\n```\w*\n(.*?)```", re.DOTALL)
+    return {name: code for name, code in pattern.findall(text)}
+
+
+def bench(*args: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "debias_bench.cli", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,
+        timeout=900,
+    )
+
+
+def test_the_readme_plugins_run_as_printed(tmp_path):
+    files = readme_files()
+    assert set(files) == {"my_method.py", "cfashion.py"}
+    home = tmp_path / "my_project"  # outside the repository
+    home.mkdir()
+    for name, code in files.items():
+        (home / name).write_text(code)
+    env = {
+        **os.environ,
+        "BENCH_PLUGINS": "./cfashion.py,./my_method.py",
+        "BENCH_RAW_ROOT": str(tmp_path / "raw"),
+        "BENCH_DATA_ROOT": str(tmp_path / "data"),
+    }
+    env.pop("PYTHONPATH", None)
+
+    # the dataset's raw source: tiny idx files in Fashion-MNIST's layout (no download here)
+    done = bench("data", "fixture", "cfashion", "--out", env["BENCH_RAW_ROOT"], env=env, cwd=home)
+    assert done.returncode == 0, done.stderr
+    assert list((tmp_path / "raw" / "fashion").glob("train-images-idx3-ubyte*"))
+
+    # the recipe: every method uses its Colored MNIST settings on the new dataset
+    shown = bench("config", "lff", "cfashion", "--ratio", "1", env=env, cwd=home)
+    assert shown.returncode == 0, shown.stderr
+    assert "lff.yaml datasets.cmnist (recipe of cfashion)" in shown.stdout
+    shown = bench("config", "my_method", "cfashion", "--set", "smoothing=0.2", env=env, cwd=home)
+    assert re.search(r"^smoothing\s+0.2\s+--set$", shown.stdout, re.MULTILINE), shown.stdout
+
+    # the README's run, on the ci preset to keep it short, through worker processes
+    out = tmp_path / "runs"
+    run = bench(
+        "run", "--methods", "vanilla,etf_debias,my_method", "--datasets", "cfashion",
+        "--ratios", "1", "--preset", "ci", "--set", "lr=1e-3", "--set", "steps=30",
+        "--launcher", "local",
+        "--workers", "2", "--out", str(out), env=env, cwd=home,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert run.stdout.count(" done ") == 3, run.stdout
+    assert (tmp_path / "data" / "cfashion").is_dir()  # its own folder, not cmnist's
+
+    report = bench("report", "--out", str(out), "--format", "markdown", env=env, cwd=home)
+    assert report.returncode == 0, report.stderr
+    assert "Table 1" in report.stdout and "MyMethod" in report.stdout
