@@ -107,7 +107,9 @@ class Splits:
 
 
 class Batch(NamedTuple):
-    index: torch.Tensor  # position of each sample in the training split (for per-sample state)
+    # position of each sample in the training split (for per-sample state); the name shadows
+    # tuple.index, which nothing here uses
+    index: torch.Tensor  # type: ignore[assignment]
     x: torch.Tensor
     y: torch.Tensor
     b: torch.Tensor

@@ -33,6 +33,7 @@ from debias_bench.method import Method, TrainEnv
 from debias_bench.metrics import SelectionTracker, collect_features, evaluate_split
 from debias_bench.nc import neural_collapse_by_alignment
 from debias_bench.registry import DATASETS, METHODS
+from debias_bench.states import FailReason, RunFailure
 from debias_bench.store import RunDir
 
 
@@ -40,18 +41,19 @@ class Interrupted(Exception):
     """Raised after a checkpoint when the run was asked to stop (signal, preemption, test)."""
 
 
-class Diverged(BenchError):
+class Diverged(RunFailure):
     """A training scalar became NaN or infinite: the run ends as failed (reason: diverged) at
     the first evaluation that sees it, and never gives a number."""
 
     def __init__(self, step: int, scalars: dict[str, float]) -> None:
         bad = ", ".join(f"{k}={v}" for k, v in sorted(scalars.items()) if not math.isfinite(v))
         super().__init__(
+            FailReason.DIVERGED,
             f"diverged at step {step}: {bad}",
             hint="lower the learning rate (`bench config METHOD DATASET` shows it) and rerun "
             "with --retry-failed",
+            step=step,
         )
-        self.step = step
 
 
 def _finite(value: Any) -> Any:
@@ -129,7 +131,7 @@ def load_data(config: RunConfig, place: DataPlace) -> tuple[DatasetFamily, Split
     side = hp.get("image_size")
     if side and (int(side), int(side)) != tuple(family.spec.image_size):
         family = copy.copy(family)  # the cached family keeps its own spec
-        family.spec = resized_spec(family.spec, int(side))
+        family.spec = resized_spec(family.spec, int(side))  # type: ignore[misc]
         splits = Splits(*(resize_split(split, int(side)) for split in splits))
     return family, splits
 
@@ -221,6 +223,23 @@ def pinned_threads(threads: int | None) -> Iterator[None]:
         torch.set_num_threads(before)
 
 
+def _record_fingerprint(run_dir: RunDir, family: DatasetFamily, ratio: float) -> str:
+    """The prepared data's content fingerprint, recorded in the run's config.json; a run that
+    resumes on data that changed since it started is stopped (it would mix two datasets)."""
+    fingerprint = family.fingerprint(ratio)
+    recorded = run_dir.config() if run_dir.config_path.is_file() else {}
+    before = recorded.get("data_fingerprint")
+    if before and before != fingerprint and run_dir.checkpoint_path.is_file():
+        raise BenchError(
+            f"{run_dir.run_id}: the prepared {family.spec.name} data changed since the run "
+            f"started (fingerprint {before} -> {fingerprint})",
+            hint=f"delete {run_dir.checkpoint_path} to retrain it on the current data",
+        )
+    if recorded and before != fingerprint:
+        run_dir.write_config({**recorded, "data_fingerprint": fingerprint})
+    return fingerprint
+
+
 def train_run(
     config: RunConfig,
     run_dir: RunDir,
@@ -252,6 +271,7 @@ def _train(
     run_dir.path.mkdir(parents=True, exist_ok=True)
     hp = config.hparams
     family, splits, stream, method = _setup(config, place, device, data)
+    fingerprint = _record_fingerprint(run_dir, family, config.ratio) if data is None else None
     accelerate(method.modules(), hp, device)
     amp = amp_dtype(hp.get("amp"), device)
     spec, total_steps = family.spec, method.env.total_steps
@@ -357,6 +377,7 @@ def _train(
         "peak_memory_mb": _peak_memory_mb(device),
         "device": str(device),
         "data_version": family.version(),
+        "data_fingerprint": fingerprint,
         "code_version": __version__,
         "finished": time.time(),
     }

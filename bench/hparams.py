@@ -52,7 +52,7 @@ class HParam:
 
     def describe(self) -> str:
         """``float > 0``, ``int >= 1 or null``, ``one of adam, sgd`` ..."""
-        parts = [self.kind]
+        parts: list[str] = [self.kind]
         if self.low is not None:
             parts.append(f"{'>' if self.low_open else '>='} {self.low:g}")
         if self.high is not None:

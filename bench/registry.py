@@ -59,7 +59,7 @@ class Registry(Generic[T]):
         self._entries.pop(name, None)
 
     def _load(self) -> None:
-        if not self._loaded:
+        if not self._loaded and self._plugins is not None:
             self._loaded = True
             importlib.import_module(self._plugins)  # its modules register themselves
 
