@@ -8,9 +8,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-#: reasons a cell has no number, in the words the tables print
-MISSING_REASONS = ("not run", "running", "unfinished", "failed", "skipped")
-
 
 @dataclass
 class Cell:
@@ -25,7 +22,7 @@ class Cell:
     std: float | None = None
     n: int = 0
     expected_n: int = 0
-    missing: str | None = None
+    missing: str | None = None  # why there is no number: not run, running, failed, ...
     bold: bool = False
     delta: float | None = None
     flag: bool = False
@@ -74,7 +71,3 @@ class Table:
     meta: dict[str, str] = field(default_factory=dict)
     #: how LaTeX prints a row label that is a registry key (``cmnist`` -> ``Colored MNIST``)
     display: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def is_empty(self) -> bool:
-        return not self.rows
