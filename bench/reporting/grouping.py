@@ -40,7 +40,8 @@ def _flatten(config: dict[str, Any]) -> dict[str, Any]:
 
 def recorded(config: dict[str, Any]) -> dict[str, Any]:
     """Every value the run's config.json records, flattened (what ``--where`` matches)."""
-    return {k: v for k, v in _flatten(config).items() if k.split(".")[0] not in ("provenance",)}
+    flat = _flatten(config)
+    return {k: v for k, v in flat.items() if k.split(".")[0] not in ("provenance", "sources")}
 
 
 def identity(config: dict[str, Any]) -> dict[str, Any]:

@@ -87,6 +87,8 @@ def run_rows(run_dir: RunDir) -> list[dict[str, Any]]:
     result = run_dir.result() or {}
     base.update({k: result.get(k) for k in RESULT_COLUMNS})
     base[FINGERPRINT] = fingerprint(config, result)
+    if config and base[FINGERPRINT]:  # --where data_fingerprint=... matches it too
+        base["config"] = {**base["config"], FINGERPRINT: base[FINGERPRINT]}
     rows = []
     for selection, chosen in result["selections"].items():
         for split in ("valid", "test"):
