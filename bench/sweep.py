@@ -39,6 +39,7 @@ from debias_bench import __version__
 from debias_bench.config import RunConfig
 from debias_bench.engine import DataPlace, Interrupted, Progress, train_run
 from debias_bench.registry import DATASETS, METHODS
+from debias_bench.runprogress import Pace
 from debias_bench.states import Decision, RunState, classify, effective_state
 from debias_bench.states import decide as decide_state
 from debias_bench.store import Heartbeat, RunDir, RunStore
@@ -224,22 +225,31 @@ def _execute(
 
 
 class _Recorded(Progress):
-    """Forwards to the caller's progress and records where the run (re)started."""
+    """Forwards to the caller's progress, records where the run (re)started, and gives the
+    run's heartbeat its live progress (step, steps/s, ETA: :class:`Pace`) from the first
+    step on."""
 
     def __init__(self, run_dir: RunDir, inner: Progress | None) -> None:
         self.run_dir, self.inner = run_dir, inner or Progress()
+        self.pace = Pace()
 
     def start(self, run_id: str, total_steps: int, start_step: int) -> None:
+        self.pace = Pace(total_steps, start_step)
         self.run_dir.heartbeat(resumed_from=start_step, step=start_step, total_steps=total_steps)
         self.inner.start(run_id, total_steps, start_step)
 
     def advance(self, step: int) -> None:
+        if self.pace.advance(step):
+            Heartbeat.report(self.run_dir, self.pace.fields)
         self.inner.advance(step)
 
     def evaluated(self, record: dict[str, Any]) -> None:
         self.inner.evaluated(record)
 
     def close(self) -> None:
+        Heartbeat.report(self.run_dir, None)
+        with contextlib.suppress(Exception):  # where it stopped (an interruption), for status
+            self.run_dir.heartbeat(**self.pace.fields())
         self.inner.close()
 
 

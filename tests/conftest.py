@@ -98,3 +98,37 @@ def assert_close_nested(a, b) -> None:
         assert np.isclose(a, b, rtol=0, atol=1e-9), (a, b)
     else:
         assert a == b
+
+
+# ------------------------------------------------------------------ `bench` on scripted runs
+def bench_env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    """Environment of a `bench` process that finds the scripted dataset of
+    ``test_launch_local`` (a plugin) and keeps its data under ``tmp_path``."""
+    tests = str(Path(__file__).resolve().parent)
+    return {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([tests, os.environ.get("PYTHONPATH", "")]),
+        "BENCH_PLUGINS": "test_launch_local",
+        "BENCH_RAW_ROOT": str(tmp_path / "raw"),
+        "BENCH_DATA_ROOT": str(tmp_path / "data"),
+        "OMP_NUM_THREADS": "1",
+        **extra,
+    }
+
+
+@pytest.fixture
+def in_process(tmp_path, monkeypatch, capsys):
+    """`bench` called in this process (its workers are still subprocesses): cheaper than a
+    new interpreter per call. Returns ``(exit code, stdout, stderr)``."""
+    from debias_bench.cli import main
+
+    for key, value in bench_env(tmp_path).items():
+        if key != "PYTHONPATH":
+            monkeypatch.setenv(key, value)
+
+    def call(*args: str) -> tuple[int, str, str]:
+        code = main(list(args))
+        captured = capsys.readouterr()
+        return code, captured.out, captured.err
+
+    return call

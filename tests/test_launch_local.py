@@ -19,9 +19,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import make_toy_split
+from conftest import bench_env, make_toy_split
 
-from debias_bench.cli import main
 from debias_bench.commands.status import collect
 from debias_bench.data import DatasetSpec, Split, Splits
 from debias_bench.family import DatasetFamily
@@ -98,35 +97,6 @@ if "scripted" not in DATASETS:
 
 
 # ------------------------------------------------------------------------------ helpers
-def bench_env(tmp_path: Path, **extra: str) -> dict[str, str]:
-    """Environment of a `bench` subprocess that finds this module's dataset."""
-    return {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]),
-        "BENCH_PLUGINS": "test_launch_local",
-        "BENCH_RAW_ROOT": str(tmp_path / "raw"),
-        "BENCH_DATA_ROOT": str(tmp_path / "data"),
-        "OMP_NUM_THREADS": "1",
-        **extra,
-    }
-
-
-@pytest.fixture
-def in_process(tmp_path, monkeypatch, capsys):
-    """`bench` called in this process (its workers are still subprocesses): cheaper than a
-    new interpreter per call. Returns ``(exit code, stdout, stderr)``."""
-    for key, value in bench_env(tmp_path).items():
-        if key not in ("PYTHONPATH",):
-            monkeypatch.setenv(key, value)
-
-    def call(*args: str) -> tuple[int, str, str]:
-        code = main(list(args))
-        captured = capsys.readouterr()
-        return code, captured.out, captured.err
-
-    return call
-
-
 def bench_args(out: Path, ratios: str, seeds: str = "0", steps: int = 40) -> list[str]:
     return [
         "--methods",
@@ -163,13 +133,22 @@ def statuses(out: Path) -> dict[float, dict]:
 
 
 # ------------------------------------------------------------------------------ tests
+def effective_states(out: Path) -> dict[float, str]:
+    """ratio -> effective state of each run (seed 0) in the store."""
+    return {
+        d.config()["ratio"]: str(d.effective_state())
+        for d in RunStore(out).runs()
+        if d.config()["seed"] == 0
+    }
+
+
 @pytest.mark.slow
 def test_fake_run_matrix_states_and_retries(tmp_path, in_process):
     out = tmp_path / "runs"
     local = ["--launcher", "local", "--workers", "2", "--timeout", "15", "--grace", "1"]
     code, _, err = in_process("run", *bench_args(out, "1,2,3,4,5"), *local)
     assert code == 1, err
-    assert "5 ran, 4 failed" in err
+    assert "5 ran, 3 failed" in err and "DIED" in err
     assert "[sweep]" in err and "ETA" in err  # the live summary
     st = statuses(out)
     assert st[1.0]["state"] == "done" and st[1.0]["exit_code"] == 0
@@ -179,19 +158,23 @@ def test_fake_run_matrix_states_and_retries(tmp_path, in_process):
     assert "RuntimeError: scripted failure" in st[2.0]["stderr_tail"]
     assert st[3.0]["state"] == "failed" and st[3.0]["error"] == "timed out after 15 s (killed)"
     assert st[3.0]["exit_code"] == -signal.SIGKILL
-    assert st[4.0]["state"] == "failed" and st[4.0]["signal"] == "SIGKILL"
-    assert st[4.0]["error"] == "worker died (SIGKILL) during the run"
+    # kill -9 of a run's process: dead, as under the inline launcher; a plain rerun resumes it
+    assert effective_states(out)[4.0] == "dead"
+    assert st[4.0]["signal"] == "SIGKILL" and st[4.0]["exit_code"] == -signal.SIGKILL
+    assert st[4.0]["error"].startswith("worker died (SIGKILL) during the run")
     assert st[5.0]["state"] == "failed"
     assert all(s["attempt"] == 1 for s in st.values())
 
-    # Nothing reruns without --retry-failed; `bench status --failed` explains each failure.
+    # Failures rerun only with --retry-failed; the dead run resumes on a plain rerun (and
+    # dies again: it is scripted to); `bench status --failed` explains each one.
     code, _, err = in_process("run", *bench_args(out, "1,2,4,5"), *local)
-    assert code == 1 and "0 ran, 3 failed" in err
+    assert code == 1 and "1 ran, 2 failed" in err, err
+    assert statuses(out)[4.0]["attempt"] == 2 and effective_states(out)[4.0] == "dead"
     code, report, _ = in_process("status", "--out", str(out), "--failed")
     assert code == 0
     assert "timed out after 15 s" in report and "SIGKILL" in report
     assert "RuntimeError: scripted failure" in report  # the stderr tail
-    assert "1 done" in report and "4 failed" in report
+    assert "1 done" in report and "3 failed" in report and "1 dead" in report
 
     # --retry-failed: retried up to --max-attempts, also inside the same sweep.
     retry = ["--retry-failed", "--max-attempts", "3"]
@@ -200,10 +183,10 @@ def test_fake_run_matrix_states_and_retries(tmp_path, in_process):
     st = statuses(out)
     assert st[5.0]["state"] == "done" and st[5.0]["attempt"] == 2  # flaky: second try works
     assert st[2.0]["state"] == "failed" and st[2.0]["attempt"] == 3
-    assert st[4.0]["state"] == "failed" and st[4.0]["attempt"] == 3
-    assert err.count("retrying") == 2  # attempts 2 -> 3 of the two failing runs
-    code, table, err = in_process("run", *bench_args(out, "2"), *local, *retry)
-    assert "0 ran, 1 failed" in err and "gave up after 3 attempts" in table
+    assert st[4.0]["attempt"] == 3 and effective_states(out)[4.0] == "dead"
+    assert err.count("retrying") == 1  # attempts 2 -> 3 of the failing run
+    code, table, err = in_process("run", *bench_args(out, "2,4"), *local, *retry)
+    assert "0 ran, 2 failed" in err and "its process died; gave up after 3 attempts" in table
 
 
 def _wait_for(predicate, timeout_s: float, what: str) -> None:

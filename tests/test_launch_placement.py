@@ -69,7 +69,7 @@ class _FakeWorker:
     peak: ClassVar[Counter] = Counter()
     seen: ClassVar[list] = []
 
-    def __init__(self, job, env, timeout_s=None, grace_s=30.0):
+    def __init__(self, job, env, timeout_s=None, grace_s=30.0, warm=False):
         self.job, self.env, self.polls = job, env, 0
         gpu = env["CUDA_VISIBLE_DEVICES"]
         _FakeWorker.seen.append((gpu, job.device, env["OMP_NUM_THREADS"]))

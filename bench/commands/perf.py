@@ -20,8 +20,9 @@ from typing import Any
 import torch
 from tabulate import tabulate
 
+from debias_bench import paths
 from debias_bench.config import PROTOCOLS, RunConfig
-from debias_bench.engine import resolve_device
+from debias_bench.engine import DataPlace, resolve_device
 from debias_bench.errors import ConfigError
 from debias_bench.launchers.plugins import plugins_for
 from debias_bench.perf import (
@@ -36,6 +37,8 @@ from debias_bench.perf import (
     run_cell_subprocess,
 )
 from debias_bench.registry import DATASETS, METHODS
+
+from .common import data_args
 
 #: harness Vanilla's speed as a fraction of the bare loop's that counts as on target
 TARGET = 0.90
@@ -295,7 +298,27 @@ def _check(args: argparse.Namespace) -> None:
         )
 
 
+def cmd_launcher_overhead(args: argparse.Namespace) -> int:
+    """``--launcher-overhead``: warm and cold workers' cost per run (``debias_bench.overhead``)."""
+    from debias_bench.overhead import launcher_overhead
+
+    if args.runs < 1:
+        raise ConfigError("--runs must be at least 1")
+    place = DataPlace(paths.raw_root(args.raw_root), paths.data_root(args.data_root))
+    print(
+        f"bench perf: {args.runs} tiny Colored MNIST runs through the local launcher "
+        "(1 worker), warm then cold workers",
+        file=sys.stderr,
+    )
+    results = launcher_overhead(args.runs, place)
+    for result in results:
+        print(result.line())
+    return 1 if any(r.failed for r in results) else 0
+
+
 def cmd_perf(args: argparse.Namespace) -> int:
+    if args.launcher_overhead:
+        return cmd_launcher_overhead(args)
     _check(args)
     methods = METHODS.resolve(args.methods)
     datasets = DATASETS.resolve(args.datasets)
@@ -442,4 +465,14 @@ def add(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--devices", type=int, default=1, help="project the grid on this many devices too"
     )
+    p.add_argument(
+        "--launcher-overhead",
+        action="store_true",
+        help="instead: the local launcher's cost per run (wall time minus training time of "
+        "tiny Colored MNIST runs), warm workers next to cold ones",
+    )
+    p.add_argument(
+        "--runs", type=int, default=6, help="--launcher-overhead: runs per mode (default 6)"
+    )
+    data_args(p)
     p.set_defaults(func=cmd_perf)

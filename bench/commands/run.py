@@ -33,6 +33,7 @@ from debias_bench.launchers.local import LocalLauncher
 from debias_bench.launchers.slots import Slot, plan_slots, visible_gpus
 from debias_bench.preflight import check_data, check_device, check_out, check_seeds, unique
 from debias_bench.registry import DATASETS, METHODS
+from debias_bench.runprogress import LogLines, eval_text
 from debias_bench.store import RunStore
 from debias_bench.sweep import MAX_ATTEMPTS, Outcome, plan, record_submission
 from debias_bench.tune import load_tuned
@@ -41,44 +42,39 @@ from .common import data_args, floats, fmt, ints
 
 
 class CliProgress(Progress):
-    """A bar per run on a terminal; on a log (CI, SLURM) a line per evaluation, throttled."""
+    """A bar per run on a terminal (steps, steps/s, ETA, the last evaluation); in a log (CI,
+    SLURM) a line at the first step, then at most every ``log_every_s`` (``LogLines``)."""
 
     def __init__(self, label: str, log_every_s: float = 30.0) -> None:
-        self.label, self.log_every_s = label, log_every_s
+        self.label = label
         self.tty = sys.stderr.isatty()
         self.bar: tqdm | None = None
-        self.total, self.last_log = 0, 0.0
+        self.log = None if self.tty else LogLines("    ", log_every_s)
 
     def start(self, run_id: str, total_steps: int, start_step: int) -> None:
-        self.total = total_steps
-        if self.tty:
-            self.bar = tqdm(
-                total=total_steps,
-                initial=start_step,
-                desc=self.label,
-                unit="step",
-                leave=False,
-                dynamic_ncols=True,
-            )
-        elif start_step:
-            print(f"    resuming at step {start_step}/{total_steps}", file=sys.stderr)
+        if self.log is not None:
+            self.log.start(run_id, total_steps, start_step)
+            return
+        self.bar = tqdm(
+            total=total_steps,
+            initial=start_step,
+            desc=self.label,
+            unit="step",
+            leave=False,
+            dynamic_ncols=True,
+        )
 
     def advance(self, step: int) -> None:
-        if self.bar is not None:
+        if self.log is not None:
+            self.log.advance(step)
+        elif self.bar is not None:
             self.bar.update(step - self.bar.n)
 
     def evaluated(self, record: dict[str, Any]) -> None:
-        test = record["test"]
-        text = f"test {test['accuracy']:.1f} | confl {test['conflicting_accuracy'] or 0:.1f}"
-        if self.bar is not None:
-            self.bar.set_postfix_str(text)
-        elif time.time() - self.last_log > self.log_every_s or record["step"] == self.total:
-            self.last_log = time.time()
-            print(
-                f"    step {record['step']}/{self.total} (epoch {record['epoch']:.1f}): {text}",
-                file=sys.stderr,
-                flush=True,
-            )
+        if self.log is not None:
+            self.log.evaluated(record)
+        elif self.bar is not None:
+            self.bar.set_postfix_str(eval_text(record))
 
     def close(self) -> None:
         if self.bar is not None:
@@ -282,6 +278,7 @@ def execute(
                 stop["signal"] is not None
                 or (args.no_wait and bool(getattr(launcher, "jobs", None)))
             ),
+            wait_for_held=not args.no_wait,
         )
     return sweep, stop["signal"]
 
@@ -456,5 +453,8 @@ def execution_args(run: argparse.ArgumentParser) -> None:
         "--array-parallelism", type=int, default=64, help="runs of one array at once"
     )
     slurm.add_argument(
-        "--no-wait", action="store_true", help="submit and return (follow with bench status)"
+        "--no-wait",
+        action="store_true",
+        help="do not wait for runs another live `bench run` holds (they count as not done: "
+        "exit 1); slurm: also submit and return (follow with bench status)",
     )

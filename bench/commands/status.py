@@ -22,6 +22,7 @@ from tabulate import tabulate
 from debias_bench import paths
 from debias_bench.errors import CorruptDataError
 from debias_bench.launchers.scheduler import eta_seconds, summary_line
+from debias_bench.runprogress import Live, fmt_duration
 from debias_bench.states import RunState, effective_state, failure_reason
 from debias_bench.store import RunDir, RunStore
 
@@ -70,6 +71,7 @@ def _record(run_dir: RunDir, status: dict, state: str) -> dict[str, Any]:
     job_id = status.get("slurm_job_id")
     if state is not RunState.RUNNING:
         job_id = status.get("submitted_job_id") or job_id
+    live = Live.from_status(status) if state is RunState.RUNNING else None
     where = ""
     if status.get("host"):
         where = f"{status['host']}:{status.get('pid', '')}"
@@ -80,7 +82,8 @@ def _record(run_dir: RunDir, status: dict, state: str) -> dict[str, Any]:
         "state": state,
         "status": status,
         "attempt": status.get("attempt", 0),
-        "step": f"{status.get('step', 0)}/{status.get('total_steps', '?')}",
+        "step": _step(status, live),
+        "live": live,
         "exit_code": status.get("exit_code"),
         "job_id": job_id,
         "where": where,
@@ -108,8 +111,18 @@ def counts_and_eta(records: list[dict[str, Any]]) -> tuple[Counter, float | None
     for r in records:
         counts[{"skipped": "done", "interrupted": "pending"}.get(r["state"], r["state"])] += 1
     times = [r["train_time"] for r in records if r["train_time"]]
-    remaining = counts["pending"] + counts["queued"] + counts["running"]
-    return counts, eta_seconds(times, remaining, max(1, counts["running"]))
+    running = [r["live"] for r in records if r["state"] == RunState.RUNNING]
+    waiting = counts["pending"] + counts["queued"]
+    return counts, eta_seconds(times, waiting, max(1, counts["running"]), running)
+
+
+def _step(status: dict[str, Any], live: Live | None) -> str:
+    """``120/240``; a running run's pace too: ``120/240 (35.2/s, ETA 4s)``."""
+    text = f"{status.get('step', 0)}/{status.get('total_steps', '?')}"
+    if live is not None and live.steps_per_s:
+        text += f" ({live.steps_per_s:.3g}/s"
+        text += f", ETA {fmt_duration(live.eta_s)})" if live.eta_s is not None else ")"
+    return text
 
 
 def _failure(r: dict[str, Any]) -> str:
@@ -169,7 +182,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         if corrupt:  # the fix does not fit in the table's note
             print(f"\n{len(corrupt)} corrupt run(s): an unreadable file, left untouched:")
             print("\n".join(textwrap.indent(r["fault"], "  ") for r in corrupt))
-    print("\n" + summary_line(counts, len(records), eta))
+    running = [r["live"] for r in records if r.get("live") is not None]
+    print("\n" + summary_line(counts, len(records), eta, running))
     return 0
 
 

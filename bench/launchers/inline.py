@@ -3,12 +3,20 @@
 The simplest and cheapest launcher (the dataset is loaded once for consecutive runs); a
 Python error in a run is recorded and the sweep goes on, but a crash of the interpreter
 takes the sweep with it: use ``--launcher local`` for isolation.
+
+Ctrl-C behaves as under the other launchers: the running run checkpoints at its current step
+and ends ``interrupted`` (a rerun resumes it), no traceback, and the sweep stops
+(:attr:`InlineLauncher.stop_signal`). A second Ctrl-C stops at once, from the last checkpoint.
+A ``kill -9`` of the process leaves the run ``dead``; a plain rerun resumes it.
 """
 
 from __future__ import annotations
 
+import signal
 import sys
+import threading
 from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -36,12 +44,31 @@ class InlineLauncher(Launcher):
         self.progress, self.should_stop = progress, should_stop
         self.max_attempts = max_attempts
         self.ended: list[Ended] = []
+        #: SIGINT once Ctrl-C asked the sweep to stop (the scheduler reads it)
+        self.stop_signal: int | None = None
+        self._catching, self._previous_handler = False, None
 
     def free(self) -> int:
         return 1
 
+    def _on_ctrl_c(self, signum: int, _frame: Any) -> None:
+        if self.stop_signal is not None:
+            raise KeyboardInterrupt  # the second one: stop now
+        self.stop_signal = signum
+        print("\nCtrl-C: checkpointing at the next step (again: stop now)", file=sys.stderr)
+
+    def _catch_ctrl_c(self) -> None:
+        """Handle Ctrl-C from the first run until :meth:`close` (main thread only)."""
+        if not self._catching and threading.current_thread() is threading.main_thread():
+            self._previous_handler = signal.signal(signal.SIGINT, self._on_ctrl_c)
+            self._catching = True
+
     def start(self, tasks: list[Task]) -> None:
+        self._catch_ctrl_c()
         for task in tasks:
+            if self.stop_signal is not None:
+                self.ended.append(Ended(task, "pending", "not started (Ctrl-C)", ran=False))
+                continue
             print(task.label, file=sys.stderr, flush=True)
             try:
                 outcome = run_one(
@@ -51,12 +78,16 @@ class InlineLauncher(Launcher):
                     self.device,
                     self.progress(task),
                     retry_failed=True,  # the scheduler decided
-                    should_stop=lambda step: self.should_stop(),
+                    should_stop=lambda step: self.should_stop() or self.stop_signal is not None,
                     max_attempts=self.max_attempts,
                     status_fields={**worker_identity(), "launcher": self.name},
                 )
             except Interrupted as exc:
                 self.ended.append(Ended(task, "interrupted", str(exc)))
+                continue
+            except KeyboardInterrupt:  # a second Ctrl-C: the run recorded its interruption
+                note = "stopped by a second Ctrl-C; a rerun resumes from its last checkpoint"
+                self.ended.append(Ended(task, "interrupted", note))
                 continue
             self.ended.append(Ended(task, outcome.state, outcome.note, outcome.ran, outcome.result))
 
@@ -68,3 +99,11 @@ class InlineLauncher(Launcher):
         return {}
 
     def stop(self) -> None: ...
+
+    def close(self) -> None:
+        if self._catching:
+            previous = self._previous_handler
+            signal.signal(
+                signal.SIGINT, signal.default_int_handler if previous is None else previous
+            )
+            self._catching = False

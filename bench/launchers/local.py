@@ -3,6 +3,9 @@
 A crash, a ``kill -9`` or a hang of one run takes down no other: the launcher records the
 worker's exit code and stderr tail and moves on (unless ``--fail-fast``). ``--timeout`` stops
 a run that takes longer (SIGTERM, so it checkpoints; SIGKILL after a grace period).
+
+Workers are warm (forked from a server that has imported torch and the plugins once, see
+:mod:`.forkserver`) unless ``warm=False`` or ``BENCH_WORKER_START=cold``.
 """
 
 from __future__ import annotations
@@ -12,7 +15,8 @@ from dataclasses import dataclass
 from debias_bench.engine import DataPlace
 from debias_bench.store import RunStore
 
-from .plugins import plugins_for
+from . import forkserver
+from .plugins import env_plugins, plugins_for
 from .scheduler import Ended, Launcher, Task
 from .slots import Slot, SlotPool
 from .worker import WorkerJob, WorkerProcess
@@ -37,12 +41,16 @@ class LocalLauncher(Launcher):
         max_attempts: int = 3,
         timeout_s: float | None = None,
         grace_s: float = 30.0,
+        warm: bool = True,
     ) -> None:
         self.store, self.place = store, place
         self.pool = SlotPool(slots)
         self.retry_failed, self.max_attempts = retry_failed, max_attempts
         self.timeout_s, self.grace_s = timeout_s, grace_s
         self.running: dict[str, _Active] = {}
+        self.warm = warm and forkserver.available()
+        if self.warm:  # the server imports while the sweep plans its runs
+            forkserver.warm_context(env_plugins())
 
     def free(self) -> int:
         return self.pool.free()
@@ -64,13 +72,15 @@ class LocalLauncher(Launcher):
             plugins=plugins,
             sys_path=paths,
             status_fields={"gpu": slot.gpu, "slot": slot.index, "launcher": self.name},
+            planned_id=task.run_id,
         )
 
     def start(self, tasks: list[Task]) -> None:
         for task in tasks:
             slot = self.pool.acquire()
             assert slot is not None, "start() called with more tasks than free() slots"
-            worker = WorkerProcess(self.job(task, slot), slot.env(), self.timeout_s, self.grace_s)
+            job = self.job(task, slot)
+            worker = WorkerProcess(job, slot.env(), self.timeout_s, self.grace_s, warm=self.warm)
             self.running[task.run_id] = _Active(task, slot, worker)
 
     def poll(self) -> list[Ended]:

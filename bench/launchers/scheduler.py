@@ -9,6 +9,7 @@ with ``retry_failed`` up to ``max_attempts``, stops everything on the first fail
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
 from abc import ABC, abstractmethod
@@ -17,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from debias_bench.config import RunConfig
+from debias_bench.runprogress import Live, fmt_duration, running_text, sweep_eta
 from debias_bench.states import RunState
 from debias_bench.store import RunStore
 from debias_bench.sweep import MAX_ATTEMPTS, Outcome, decide
@@ -83,63 +85,93 @@ class Launcher(ABC):
         """Release what the launcher holds when the sweep ends."""
 
 
-def _fmt_duration(seconds: float) -> str:
-    seconds = int(seconds)
-    if seconds >= 3600:
-        return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
-    if seconds >= 60:
-        return f"{seconds // 60}m{seconds % 60:02d}s"
-    return f"{seconds}s"
+def eta_seconds(
+    durations: list[float], waiting: int, parallel: int, running: list[Live | None] = ()
+) -> float | None:
+    """The sweep's time left (see :func:`~debias_bench.runprogress.sweep_eta`): ``waiting``
+    runs still to start, ``running`` ones with their reported progress (None: not yet)."""
+    return sweep_eta(durations, waiting, list(running), parallel)
 
 
-def eta_seconds(durations: list[float], remaining: int, parallel: int) -> float | None:
-    """Remaining runs x mean run time / runs at once; None before any run finished."""
-    if not durations or remaining <= 0:
-        return None if remaining > 0 else 0.0
-    return sum(durations) / len(durations) * remaining / max(1, parallel)
-
-
-def summary_line(counts: Counter, total: int, eta_s: float | None) -> str:
-    """``3 done, 2 running, 1 failed, 4 pending (of 10); ETA 5m00s``; other states (queued,
-    dead) are listed when present."""
+def summary_line(counts: Counter, total: int, eta_s: float | None, running: list[Live] = ()) -> str:
+    """``3 done, 1 running (step 120/240, 35 steps/s, ETA 4s), 1 failed, 4 pending (of 10);
+    ETA 5m00s``; other states (queued, held, dead, corrupt) are listed when present."""
+    progress = running_text(list(running), counts["running"])
     parts = [f"{counts['done']} done", f"{counts['running']} running"]
-    parts += [f"{counts[k]} {k}" for k in ("queued", "dead", "corrupt") if counts[k]]
+    if progress and counts["running"]:
+        parts[-1] += f" ({progress})"
+    parts += [f"{counts[k]} {k}" for k in ("queued", "held", "dead", "corrupt") if counts[k]]
     parts += [f"{counts['failed']} failed", f"{counts['pending']} pending (of {total})"]
-    eta = "?" if eta_s is None else _fmt_duration(eta_s)
+    eta = "?" if eta_s is None else fmt_duration(eta_s)
     return ", ".join(parts) + f"; ETA {eta}"
 
 
 class LiveSummary:
     """Prints the summary line when the counts change (at most every ``min_gap_s``) and at
-    least every ``every_s``."""
+    least every ``every_s`` (with the running runs' progress and the ETA of that moment)."""
 
     def __init__(
         self, total: int, stream: TextIO | None = None, min_gap_s: float = 1.0, every_s=30.0
     ):
         self.total, self.stream = total, stream or sys.stderr
         self.min_gap_s, self.every_s = min_gap_s, every_s
-        self.last_text, self.last_time = "", 0.0
+        self.last_counts: Counter | None = None
+        self.last_time = 0.0
 
-    def update(self, counts: Counter, eta_s: float | None, force: bool = False) -> None:
-        text = summary_line(counts, self.total, eta_s)
+    def update(
+        self,
+        counts: Counter,
+        eta_s: float | None,
+        force: bool = False,
+        running: list[Live] = (),
+    ) -> None:
         now = time.monotonic()
-        changed = text.split(";")[0] != self.last_text.split(";")[0]
+        changed = counts != self.last_counts
         if (
             (force and changed)
             or (changed and now - self.last_time >= self.min_gap_s)
             or (now - self.last_time >= self.every_s)
         ):
+            text = summary_line(counts, self.total, eta_s, running)
             print(f"[sweep] {text}", file=self.stream, flush=True)
-            self.last_text, self.last_time = text, now
+            self.last_counts, self.last_time = Counter(counts), now
 
 
 @dataclass
 class Sweep:
-    """What happened in one ``bench run``: outcomes in grid order, and why it stopped."""
+    """What happened in one ``bench run``: outcomes in grid order, and why it stopped.
+
+    Every run of the grid has an outcome whose state says where it stands: done or skipped;
+    failed; interrupted (stopped on request: a signal, fail-fast, a SIGTERM to its worker);
+    dead (its process was killed; a plain rerun resumes it); running (held by another live
+    process, not waited for: ``--no-wait``, or the sweep was stopped); pending (not started)."""
 
     outcomes: list[Outcome]
     stopped: str | None = None  # 'fail-fast' | 'signal' | 'detached: ...'
     retried: list[str] = field(default_factory=list)
+    #: the signal that stopped the sweep from inside a launcher (an inline run's Ctrl-C)
+    signal: int | None = None
+
+    def unfinished(self) -> list[Outcome]:
+        """The outcomes that are neither done nor skipped by their method."""
+        return [o for o in self.outcomes if o.state not in ("done", "skipped")]
+
+    def held(self) -> list[Outcome]:
+        """Runs another live process holds (``running``), which this sweep did not wait for."""
+        return [o for o in self.outcomes if o.state == "running"]
+
+
+#: how often a sweep re-reads the runs it waits for and its running runs' progress
+WATCH_EVERY_S = 2.0
+
+
+def _held_note(run_dir: Any) -> str:
+    """``pid 123 on host`` of the process that holds a run (what its status says)."""
+    with contextlib.suppress(Exception):
+        status = run_dir.status()
+        if status.get("pid"):
+            return f"pid {status['pid']} on {status.get('host', '?')}"
+    return "another process"
 
 
 def schedule(
@@ -152,30 +184,76 @@ def schedule(
     fail_fast: bool = False,
     should_stop: Any = lambda: False,
     live: LiveSummary | None = None,
+    wait_for_held: bool = True,
 ) -> Sweep:
     """Run ``configs`` through ``launcher``; returns when every run has ended (or, for a
-    launcher that can detach, when asked to stop)."""
+    launcher that can detach, when asked to stop).
+
+    A run that another live process holds (a second ``bench run`` of an overlapping grid) is
+    waited for, with a note, and then taken over if it is not done (resumed from its
+    checkpoint); with ``wait_for_held=False`` it is reported as ``running`` at once."""
     labels = labels or {}
     live = live or LiveSummary(len(configs))
     outcomes: dict[str, Outcome] = {}
     queue: list[Task] = []
-    for config in configs:
+    held: dict[str, Task] = {}  # run id -> the run we wait for another process to release
+    sweep = Sweep([])
+
+    def label(config: RunConfig) -> str:
+        return labels.get(config.run_id, config.run_id)
+
+    def hold(task: Task) -> None:
+        run_dir = store.run(task.run_id)
+        if not wait_for_held:
+            note = f"held by {_held_note(run_dir)}; not waited for (--no-wait)"
+            print(f"    {task.label}: {note}", file=sys.stderr, flush=True)
+            outcomes[task.run_id] = Outcome(task.config, run_dir, RunState.RUNNING, note)
+            return
+        note = f"held by {_held_note(run_dir)}: waiting for it (--no-wait: do not wait)"
+        print(f"    {task.label}: {note}", file=sys.stderr, flush=True)
+        held[task.run_id] = task
+
+    def settle(config: RunConfig, decision: Any) -> None:
+        """Queue a run the decision says to train; else record its outcome."""
         run_dir = store.run(config.run_id)
-        decision = decide(run_dir, retry_failed, max_attempts)
         if decision.run:
-            queue.append(Task(config, labels.get(config.run_id, config.run_id)))
+            queue.append(Task(config, label(config)))
+        elif decision.state is RunState.RUNNING:
+            hold(Task(config, label(config)))
         else:
             if decision.state is RunState.CORRUPT:  # the file and the fix, in full
-                label = labels.get(config.run_id, config.run_id)
-                print(f"    CORRUPT {label}: {decision.note}", file=sys.stderr, flush=True)
+                print(f"    CORRUPT {label(config)}: {decision.note}", file=sys.stderr, flush=True)
             result = run_dir.result() if decision.state is RunState.DONE else None
             outcomes[config.run_id] = Outcome(
                 config, run_dir, decision.state, decision.note, result
             )
+
+    for config in configs:
+        settle(config, decide(store.run(config.run_id), retry_failed, max_attempts))
     durations: list[float] = []
     not_started: list[Task] = []
-    sweep = Sweep([])
     halted = False
+    progress: dict[str, Live | None] = {}
+    watched_at = 0.0
+
+    def watch() -> None:
+        """Every ``WATCH_EVERY_S``: the running runs' progress, and the held runs released."""
+        nonlocal watched_at
+        if time.monotonic() - watched_at < WATCH_EVERY_S:
+            return
+        watched_at = time.monotonic()
+        progress.clear()
+        for run_id, state in launcher.active().items():
+            if state == "running":
+                with contextlib.suppress(Exception):  # a torn or foreign file: no progress
+                    progress[run_id] = Live.from_status(store.run(run_id).status())
+                progress.setdefault(run_id, None)
+        for run_id, task in list(held.items()):
+            decision = decide(store.run(run_id), retry_failed, max_attempts)
+            if decision.state is not RunState.RUNNING or decision.run:
+                del held[run_id]
+                print(f"    {task.label}: released ({decision.state})", file=sys.stderr)
+                settle(task.config, decision)
 
     def counts() -> Counter:
         c: Counter = Counter()
@@ -183,17 +261,28 @@ def schedule(
             c[{"skipped": "done", "interrupted": "pending"}.get(o.state, o.state)] += 1
         c.update(launcher.active().values())
         c["pending"] += len(queue) + len(not_started)
+        c["held"] += len(held)
         return c
 
-    def remaining() -> int:
+    def report(force: bool = False) -> None:
         c = counts()
-        return c["pending"] + c["queued"] + c["running"]
+        waiting = c["pending"] + c["queued"] + c["held"]
+        active = launcher.active()
+        running = [progress.get(run_id) for run_id in active if active[run_id] == "running"]
+        eta = eta_seconds(durations, waiting, launcher.parallelism(), running)
+        live.update(c, eta, force, [r for r in running if r is not None])
 
-    while queue or launcher.active():
-        if should_stop() and not halted:
-            halted, sweep.stopped = True, "signal"
+    while queue or held or launcher.active():
+        stop_signal = getattr(launcher, "stop_signal", None)
+        if (should_stop() or stop_signal) and not halted:
+            halted, sweep.stopped, sweep.signal = True, "signal", stop_signal
             not_started += queue
             queue.clear()
+            for task in held.values():  # no longer waited for: still held elsewhere
+                run_dir = store.run(task.run_id)
+                note = f"held by {_held_note(run_dir)}; not waited for (stopped)"
+                outcomes[task.run_id] = Outcome(task.config, run_dir, RunState.RUNNING, note)
+            held.clear()
             message = launcher.detach()
             if message:
                 sweep.stopped = f"detached: {message}"
@@ -221,11 +310,16 @@ def schedule(
                 print(f"    retrying {task.label}: {ended.note}", file=sys.stderr, flush=True)
                 queue.append(task)
                 continue
+            if ended.state == RunState.RUNNING and not ended.ran and not halted:
+                hold(task)  # another process took it between our decision and our start
+                continue
             done = ended.state == RunState.DONE
             result = ended.result or (run_dir.result() if done else None)
             outcomes[task.run_id] = Outcome(
                 task.config, run_dir, ended.state, ended.note, result, ran=ended.ran
             )
+            if ended.state == RunState.DEAD:
+                print(f"    DIED {task.label}: {ended.note}", file=sys.stderr, flush=True)
             if ended.state == RunState.FAILED and ended.ran:
                 print(f"    FAILED {task.label}: {ended.note}", file=sys.stderr, flush=True)
                 if fail_fast and not halted:
@@ -233,10 +327,12 @@ def schedule(
                     not_started += queue
                     queue.clear()
                     launcher.stop()
-        live.update(counts(), eta_seconds(durations, remaining(), launcher.parallelism()))
-        if queue or launcher.active():
-            time.sleep(launcher.poll_interval_s)
-    live.update(counts(), eta_seconds(durations, remaining(), launcher.parallelism()), force=True)
+        watch()
+        report()
+        if queue or held or launcher.active():
+            idle = not launcher.active() and (halted or not queue)
+            time.sleep(max(launcher.poll_interval_s, 0.5 if idle else 0.0))
+    report(force=True)
     launcher.close()
     for task in not_started:  # halted or detached before they started
         outcomes.setdefault(

@@ -15,8 +15,11 @@ worker that could not record anything itself (killed by a signal, crashed, timed
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import ctypes
 import json
+import multiprocessing
 import os
 import signal
 import socket
@@ -25,8 +28,9 @@ import sys
 import threading
 import time
 from dataclasses import asdict, dataclass, field
+from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 #: exit codes of the worker besides 0 (done or skipped) and 128 + signal (interrupted)
 EXIT_FAILED = 1  # the run failed; run_one recorded the error
@@ -50,39 +54,23 @@ class WorkerJob:
     plugins: list[str] = field(default_factory=list)
     sys_path: list[str] = field(default_factory=list)
     status_fields: dict[str, Any] = field(default_factory=dict)
+    #: the run id the sweep planned; the worker refuses a config that hashes to another one
+    #: (the code or a method's defaults changed under the sweep)
+    planned_id: str = ""
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), default=str)
 
     @property
     def run_id(self) -> str:
+        if self.planned_id:
+            return self.planned_id
         from debias_bench.config import RunConfig
 
         return RunConfig.from_json(self.config).run_id
 
 
 # ------------------------------------------------------------------------------ worker side
-class _Log:
-    """Progress for a log file: a line when the run starts and at most every 30 s."""
-
-    def __init__(self, every_s: float = 30.0) -> None:
-        self.every_s, self.last, self.total = every_s, 0.0, 0
-
-    def start(self, run_id: str, total_steps: int, start_step: int) -> None:
-        self.total = total_steps
-        print(f"{run_id}: step {start_step}/{total_steps}", file=sys.stderr, flush=True)
-
-    def advance(self, step: int) -> None: ...
-
-    def evaluated(self, record: dict[str, Any]) -> None:
-        if time.time() - self.last > self.every_s or record["step"] == self.total:
-            self.last = time.time()
-            acc = record["test"]["accuracy"]
-            print(f"  step {record['step']}/{self.total}: test {acc:.1f}", file=sys.stderr)
-
-    def close(self) -> None: ...
-
-
 def _watch_parent(stop: dict[str, int | None]) -> None:
     """Ask the run to stop when the parent dies (where PR_SET_PDEATHSIG is not available)."""
     parent = os.getppid()
@@ -94,7 +82,36 @@ def _watch_parent(stop: dict[str, int | None]) -> None:
 
 
 def main() -> int:
-    job = WorkerJob(**json.load(sys.stdin))
+    """The cold worker: a fresh interpreter that reads its job on stdin."""
+    return run_job(WorkerJob(**json.load(sys.stdin)))
+
+
+def _watch_lifeline(lifeline: Connection, stop: dict[str, int | None]) -> None:
+    """Ask the run to stop when the launcher dies: its end of ``lifeline`` closes."""
+    with contextlib.suppress(EOFError, OSError):
+        lifeline.recv()
+    stop["signal"] = signal.SIGHUP
+
+
+def forked_main(
+    job_json: str, env: dict[str, str], stdout: str, stderr: str, lifeline: Connection
+) -> None:
+    """The warm worker: a child of the fork server (:mod:`.forkserver`). It takes the
+    environment a cold worker would have been given and sends its output to the run's logs,
+    before anything reads them (CUDA, thread counts). Its parent is the fork server, which
+    outlives a killed launcher while runs live: ``lifeline`` tells it the launcher died."""
+    os.environ.clear()
+    os.environ.update(env)
+    for fd, path in ((1, stdout), (2, stderr)):
+        target = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        os.dup2(target, fd)
+        os.close(target)
+    _die_with_parent()  # its parent is the fork server, which exits with the sweep
+    sys.exit(run_job(WorkerJob(**json.loads(job_json)), lifeline))
+
+
+def run_job(job: WorkerJob, lifeline: Connection | None = None) -> int:
+    """Run ``job`` in this process; returns the worker's exit code."""
     from debias_bench.launchers.plugins import import_plugins
 
     import_plugins(job.plugins, job.sys_path)
@@ -102,6 +119,7 @@ def main() -> int:
 
     from debias_bench.config import RunConfig
     from debias_bench.engine import DataPlace, Interrupted
+    from debias_bench.runprogress import LogLines
     from debias_bench.store import RunStore
     from debias_bench.sweep import run_one, worker_identity
 
@@ -117,16 +135,26 @@ def main() -> int:
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGUSR2):
         signal.signal(sig, on_signal)
     threading.Thread(target=_watch_parent, args=(stop,), daemon=True).start()
+    if lifeline is not None:
+        threading.Thread(target=_watch_lifeline, args=(lifeline, stop), daemon=True).start()
 
     config = RunConfig.from_json(job.config)
     print(f"worker {os.getpid()} on {socket.gethostname()}: {config.run_id}", file=sys.stderr)
+    if job.planned_id and config.run_id != job.planned_id:
+        print(
+            f"RunIdError: this worker's code gives the run id {config.run_id}, the sweep planned "
+            f"{job.planned_id}: the code or a method's defaults changed while the sweep ran; "
+            "rerun the sweep",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
     try:
         outcome = run_one(
             config,
             RunStore(Path(job.out)),
             DataPlace(Path(job.raw_root), Path(job.data_root)),
             torch.device(job.device),
-            _Log(),
+            LogLines(f"{config.run_id}: "),
             retry_failed=job.retry_failed,
             should_stop=lambda step: stop["signal"] is not None,
             max_attempts=job.max_attempts,
@@ -164,8 +192,57 @@ def signal_name(returncode: int) -> str | None:
         return f"signal {-returncode}"
 
 
+class _Forked:
+    """A warm worker (a ``multiprocessing`` process) behind the part of ``Popen``'s interface
+    the launchers use: ``pid``, ``poll``, ``wait``, ``terminate``, ``kill``."""
+
+    live: ClassVar[set[_Forked]] = set()
+
+    def __init__(self, job: WorkerJob, env: dict[str, str], stdout: Path, stderr: Path) -> None:
+        from .forkserver import fork_warm
+
+        lifeline, self._lifeline = multiprocessing.Pipe(duplex=False)  # held until it ends
+        args = (job.to_json(), env, str(stdout), str(stderr), lifeline)
+        self.process = fork_warm(forked_main, args, f"worker-{job.run_id}", job.plugins)
+        lifeline.close()
+        _Forked.live.add(self)
+
+    @property
+    def pid(self) -> int:
+        return int(self.process.pid or 0)
+
+    def poll(self) -> int | None:
+        code = self.process.exitcode
+        if code is not None and self in _Forked.live:
+            _Forked.live.discard(self)
+            self._lifeline.close()
+        return code
+
+    def wait(self) -> int:
+        self.process.join()
+        return int(self.poll())  # type: ignore[arg-type]
+
+    def terminate(self) -> None:
+        if self.poll() is None:
+            self.process.terminate()
+
+    def kill(self) -> None:
+        if self.poll() is None:
+            self.process.kill()
+
+
+@atexit.register
+def _stop_forked_workers() -> None:
+    """A cold worker gets SIGTERM when its ``bench`` process dies; a warm one too, here,
+    before ``multiprocessing`` waits for its children at exit."""
+    for forked in list(_Forked.live):
+        forked.terminate()
+
+
 class WorkerProcess:
-    """A running worker: spawn, poll with a timeout, stop, and record its exit."""
+    """A running worker: start (warm or cold), poll with a timeout, stop, record its exit.
+
+    ``warm``: fork it from the warm server (:mod:`.forkserver`), where the platform allows."""
 
     def __init__(
         self,
@@ -173,30 +250,41 @@ class WorkerProcess:
         env: dict[str, str],
         timeout_s: float | None = None,
         grace_s: float = 30.0,
+        warm: bool = False,
     ) -> None:
         from debias_bench.store import RunStore
+
+        from .forkserver import available
 
         self.job, self.timeout_s, self.grace_s = job, timeout_s, grace_s
         self.run_dir = RunStore(Path(job.out)).run(job.run_id)
         self.run_dir.path.mkdir(parents=True, exist_ok=True)
-        self.stderr = open(self.run_dir.stderr_path, "ab")  # noqa: SIM115 (closed in finish)
-        self.stdout = open(self.run_dir.stdout_path, "ab")  # noqa: SIM115
-        self.offset = self.stderr.tell()
-        stamp = time.strftime("%Y-%m-%d %H:%M:%S")
-        self.stderr.write(f"==== {stamp} worker started by {socket.gethostname()}\n".encode())
-        self.stderr.flush()
+        self.warm = warm and available()
+        with open(self.run_dir.stderr_path, "ab") as log:
+            self.offset = log.tell()
+            stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+            how = "warm" if self.warm else "cold"
+            log.write(f"==== {stamp} {how} worker started by {socket.gethostname()}\n".encode())
         self.started = time.monotonic()
         self.run_started: float | None = None  # when the worker took the run (its lock)
         self.timed_out = False
         self._term_at: float | None = None
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "debias_bench.launchers.worker"],
-            stdin=subprocess.PIPE,
-            stdout=self.stdout,
-            stderr=self.stderr,
-            env=env,
-            preexec_fn=_die_with_parent,  # a run dies with its launcher
-        )
+        self.proc: Any
+        if self.warm:
+            self.proc = _Forked(job, env, self.run_dir.stdout_path, self.run_dir.stderr_path)
+            return
+        with (
+            open(self.run_dir.stdout_path, "ab") as stdout,
+            open(self.run_dir.stderr_path, "ab") as stderr,
+        ):
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "debias_bench.launchers.worker"],
+                stdin=subprocess.PIPE,
+                stdout=stdout,
+                stderr=stderr,
+                env=env,
+                preexec_fn=_die_with_parent,  # a run dies with its launcher
+            )
         assert self.proc.stdin is not None
         self.proc.stdin.write(job.to_json().encode())
         self.proc.stdin.close()
@@ -252,8 +340,6 @@ class WorkerProcess:
     def finish(self) -> str:
         """Record the exit (after it has exited); returns the run's state."""
         code = self.proc.wait()
-        self.stdout.close()
-        self.stderr.close()
         return record_exit(
             self.run_dir,
             self.job.config,
@@ -272,12 +358,14 @@ def record_exit(
     pid: int | None = None,
     timeout_s: float | None = None,
 ) -> str:
-    """Record a finished worker's exit code and stderr tail in ``status.json``, and the failure
-    of a worker that could not record it (killed, crashed, timed out, or never started the run).
-    Returns the run's state.
+    """Record a finished worker's exit code and stderr tail in ``status.json``, and the outcome
+    of a worker that could not record it: failed when it timed out or never started the run,
+    dead when it died during the run (killed, crashed). Returns the run's state.
 
     Called by the process that started the worker (whose pid is ``pid``), after it exited; it
     takes the run's lock, so it never writes over a run that another live process owns."""
+    from debias_bench.store import write_json
+
     if returncode == EXIT_BUSY:
         return "running"
     with run_dir.claim() as owned:
@@ -305,10 +393,16 @@ def record_exit(
             last = next((line for line in reversed(lines) if "Error" in line), lines[-1])
             state = "failed"
             fields["error"] = f"worker exited ({how}) before the run started: {last}"
-        elif state == "running":  # it died without recording an outcome
-            state, fields["error"] = "failed", f"worker died ({how}) during the run"
         if not run_dir.config_path.is_file():
             run_dir.write_config({**config_json, "run_id": run_dir.run_id})
+        if state == "running" and "error" not in fields:
+            # It died without recording an outcome (kill -9, the OOM killer, a crash of the
+            # interpreter): dead, as when an inline sweep dies, and a plain rerun resumes it
+            # from its checkpoint. Its status keeps saying running, with the worker's pid and
+            # a zeroed heartbeat, so every reader on any host sees a dead run.
+            fields["error"] = f"worker died ({how}) during the run; a rerun resumes it"
+            write_json(run_dir.status_path, {**status, **fields, "heartbeat": 0.0})
+            return "dead"
         run_dir.set_status(state, **fields)
         return state
 
