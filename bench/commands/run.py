@@ -14,7 +14,7 @@ import signal
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -220,7 +220,7 @@ def local_slots(args: argparse.Namespace) -> list[Slot]:
 
 
 @contextlib.contextmanager
-def _handling(signals: list[int], handler: Any) -> Iterator[None]:
+def _handling(signals: Sequence[int], handler: Any) -> Iterator[None]:
     """Install ``handler`` for ``signals`` for the block, then restore the previous ones."""
     previous = {sig: signal.signal(sig, handler) for sig in signals}
     try:
