@@ -251,10 +251,13 @@ def render_readme(
 ) -> str:
     """results/reproduction/README.md: the table, the incomplete cells and the notes."""
     now = now or datetime.now(UTC)
+    short: dict[tuple[str, int], list[str]] = {}
+    for c in cells:
+        if c.n < expected_seeds and c.paper_mean is not None:
+            short.setdefault((c.method, c.n), []).append(f"{c.ratio:g}")
     incomplete = [
-        f"{display_name(c.method)} {c.ratio:g} %: {c.n} of {expected_seeds} seeds"
-        for c in cells
-        if c.n < expected_seeds and c.paper_mean is not None
+        f"{display_name(method)}: {n} of {expected_seeds} seeds at {', '.join(ratios)} %"
+        for (method, n), ratios in short.items()
     ]
     flagged = [c for c in cells if c.flagged]
     parts = [
@@ -274,7 +277,7 @@ def render_readme(
         parts += ["", "Reasons for the flagged cells:", ""]
         parts += [f"{k}. {text}" for k, text in enumerate(reasons, 1)]
     if incomplete:
-        parts += ["", "Cells without all seeds (still running or not run yet):", ""]
+        parts += ["", "Cells without all seeds (running, failed or not run yet):", ""]
         parts += [f"- {line}" for line in incomplete]
     notes = explanations.get("notes") or []
     if notes:

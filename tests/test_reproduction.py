@@ -217,8 +217,8 @@ def test_render_table_and_readme(store: Path) -> None:
     assert "1 of 3 compared cells flagged." in readme
     assert "| +6.55 | ⚑ | (1) |" in readme  # numbered: the reason under the table
     assert "Reasons for the flagged cells:\n\n1. longer schedule\n" in readme
-    assert "- LfF 1 %: 1 of 3 seeds" in readme and "- DisEnt 1 %: 0 of 3 seeds" in readme
-    assert "- Vanilla 1 %" not in readme
+    assert "- LfF: 1 of 3 seeds at 1 %" in readme and "- DisEnt: 0 of 3 seeds at 1 %" in readme
+    assert "- Vanilla" not in readme and "- ETF-Debias" not in readme
     assert readme.rstrip().endswith("- a recipe note")
 
 

@@ -59,7 +59,7 @@ def cmd_table(args: argparse.Namespace) -> int:
             print(f"\n({k}) {text}")
     if args.readme:
         text = render_readme(
-            frame, cells, args.dataset, selection, protocol, preset, explanations, csv.name
+            frame, cells, args.dataset, selection, protocol, preset, explanations, str(csv)
         )
         Path(args.readme).write_text(text)
         print(f"\nwrote {args.readme}", file=sys.stderr)
