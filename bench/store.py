@@ -85,11 +85,24 @@ def _writing(path: Path, tmp: Path | None = None) -> Iterator[None]:
         if tmp is not None:
             with contextlib.suppress(OSError):
                 tmp.unlink()
-        if not isinstance(exc, OSError):
+        cause = _os_error(exc) if isinstance(exc, Exception) else None  # not Ctrl-C
+        if cause is None:
             raise
-        named = OSError(exc.errno, exc.strerror or str(exc), str(path))
+        named = OSError(cause.errno, cause.strerror or str(cause), str(path))
         named.store_write = True  # type: ignore[attr-defined]
         raise named from exc
+
+
+def _os_error(exc: BaseException | None) -> OSError | None:
+    """The OSError behind ``exc``: itself, or one it was raised from or during (torch.save
+    turns a full disk into ``RuntimeError: unexpected pos`` raised while handling it)."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, OSError):
+            return exc
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return None
 
 
 def write_atomic(path: Path, text: str) -> None:

@@ -310,3 +310,47 @@ def test_disk_full_fails_that_run_and_keeps_finished_results(tmp_path, monkeypat
         text = captured.out + captured.err
         assert f"disk full: cannot write {run.path}" in text and "[Errno 28]" in text
         assert run.effective_state() in (RunState.PENDING, RunState.DEAD)
+
+
+@pytest.fixture
+def tiny_disk(tmp_path):
+    """A 4 MiB tmpfs: a file system that really fills up (needs root; skipped otherwise)."""
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    if os.geteuid() != 0 or not shutil.which("mount"):
+        pytest.skip("mounting a tmpfs needs root")
+    proc = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mount)], capture_output=True
+    )
+    if proc.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {proc.stderr.decode().strip()}")
+    yield mount
+    subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def test_a_really_full_disk_fails_the_run_and_a_retry_finishes_it(tmp_path, tiny_disk, capsys):
+    """No patching: the store lives on a tmpfs left with 128 KiB, less than a checkpoint."""
+    out = tiny_disk / "runs"
+    assert main(["run", *TOY_GRID[:7], "0", *TOY_GRID[8:], "--out", str(out)]) == 0
+    others = snapshot(out)
+    stat = os.statvfs(tiny_disk)
+    filler = tiny_disk / "filler"
+    filler.write_bytes(b"\0" * (stat.f_bavail * stat.f_frsize - 128 * 1024))
+    capsys.readouterr()
+
+    assert main(["run", *TOY_GRID, "--out", str(out)]) == 1
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.out + captured.err
+    (target,) = [p.name for p in out.glob("toy_vanilla_r20_s1_*")]
+    run = RunStore(out).run(target)
+    status = run.status()
+    assert status["state"] == RunState.FAILED and status["reason"] == FailReason.DISK_FULL
+    assert f"cannot write {run.checkpoint_path}: [Errno 28]" in status["error"]
+    assert not list(out.rglob(".*.tmp"))
+    assert snapshot(out, target) == others
+
+    filler.unlink()  # room again: the failed run is retried on request, and finishes
+    assert main(["run", *TOY_GRID, "--out", str(out), "--retry-failed"]) == 0
+    assert run.effective_state() is RunState.DONE
+    assert [r["step"] for r in run.metrics()] == [8, 16, 24]
+    assert snapshot(out, target) == others
