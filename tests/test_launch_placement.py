@@ -11,10 +11,10 @@ from typing import ClassVar
 
 import pytest
 
-from debias_bench.commands import run as run_command
 from debias_bench.config import make_config
 from debias_bench.errors import ConfigError
 from debias_bench.launchers import local as local_module
+from debias_bench.launchers.factories import local_slots
 from debias_bench.launchers.local import LocalLauncher
 from debias_bench.launchers.scheduler import Ended, Launcher, LiveSummary, schedule
 from debias_bench.launchers.slots import SlotPool, plan_slots, visible_gpus
@@ -98,7 +98,7 @@ def test_sweep_on_fake_gpus_3_and_5_never_exceeds_two_per_device(tmp_path, monke
     monkeypatch.setattr("torch.cuda.is_available", lambda: True)
     monkeypatch.setattr("torch.cuda.device_count", lambda: 2)
     args = argparse.Namespace(device="auto", workers=None, jobs_per_gpu=2)
-    slots = run_command.local_slots(args)
+    slots = local_slots(args)
     assert sorted(s.gpu for s in slots) == ["3", "3", "5", "5"]
 
     store = RunStore(tmp_path / "runs")

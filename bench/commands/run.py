@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
 import signal
 import sys
 import time
@@ -24,13 +23,11 @@ from tqdm import tqdm
 from debias_bench import paths
 from debias_bench.ablations import ABLATIONS, ablation_grids, get_ablation
 from debias_bench.config import PRESETS, PROTOCOLS, RunConfig, parse_overrides
-from debias_bench.engine import DataPlace, Progress, resolve_device
+from debias_bench.engine import DataPlace, Progress
 from debias_bench.errors import ConfigError
 from debias_bench.grid import Grid, expand
-from debias_bench.launchers import Launcher, Sweep, schedule
-from debias_bench.launchers.inline import InlineLauncher
-from debias_bench.launchers.local import LocalLauncher
-from debias_bench.launchers.slots import Slot, plan_slots, visible_gpus
+from debias_bench.launchers import Sweep, schedule
+from debias_bench.launchers.factories import LAUNCHERS, LaunchContext
 from debias_bench.preflight import check_data, check_device, check_out, check_seeds, unique
 from debias_bench.registry import DATASETS, METHODS
 from debias_bench.runprogress import LogLines, eval_text
@@ -148,77 +145,6 @@ def _timeout(text: str | None) -> float | None:
     return seconds
 
 
-def _launcher(
-    args: argparse.Namespace,
-    store: RunStore,
-    place: DataPlace,
-    stop: dict[str, Any],
-    on_submitted: Any,
-    timeout_s: float | None,
-) -> Launcher:
-    if args.launcher == "inline":
-        if args.timeout:
-            raise ConfigError("--timeout needs --launcher local or slurm (a run in a process)")
-        return InlineLauncher(
-            store,
-            place,
-            resolve_device(args.device),
-            progress=lambda task: CliProgress(task.label),
-            should_stop=lambda: stop["signal"] is not None,
-            max_attempts=args.max_attempts,
-        )
-    if args.launcher == "local":
-        return LocalLauncher(
-            store,
-            place,
-            local_slots(args),
-            max_attempts=args.max_attempts,
-            timeout_s=timeout_s,
-            grace_s=args.grace,
-        )
-    from debias_bench.launchers.slurm import SlurmLauncher, load_resources, slurm_available
-
-    flags = {
-        "partition": args.partition,
-        "time": args.time,
-        "gpus": args.gpus_per_run,
-        "cpus": args.cpus_per_run,
-        "mem": args.mem_per_run,
-    }
-    resources = load_resources(args.resources, {k: v for k, v in flags.items() if v is not None})
-    why = slurm_available()
-    if why:
-        raise ConfigError(f"--launcher slurm: {why}", hint="scripts/slurm_local_cluster.sh")
-    return SlurmLauncher(
-        store,
-        place,
-        resources,
-        array_parallelism=args.array_parallelism,
-        max_attempts=args.max_attempts,
-        timeout_s=timeout_s,
-        on_submitted=on_submitted,
-    )
-
-
-def local_slots(args: argparse.Namespace) -> list[Slot]:
-    """The local launcher's slots for ``--device``, ``--workers`` and ``--jobs-per-gpu``."""
-    import torch
-
-    device = args.device
-    if device == "auto":
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    gpus: list[str] = []
-    if device.startswith("cuda"):
-        resolve_device(device)  # a clear error when no GPU is visible
-        gpus = visible_gpus(os.environ.get("CUDA_VISIBLE_DEVICES"), torch.cuda.device_count())
-        if ":" in device:
-            index = int(device.split(":", 1)[1])
-            if index >= len(gpus):
-                raise ConfigError(f"--device {device}: only {len(gpus)} GPU(s) visible")
-            gpus = [gpus[index]]
-    return plan_slots(args.workers, gpus, args.jobs_per_gpu)
-
-
 @contextlib.contextmanager
 def _handling(signals: Sequence[int], handler: Any) -> Iterator[None]:
     """Install ``handler`` for ``signals`` for the block, then restore the previous ones."""
@@ -243,23 +169,28 @@ def execute(
     check_data(configs, place)
     check_out(store.root)
     stop: dict[str, Any] = {"signal": None}
-    launcher = _launcher(args, store, place, stop, _record_jobs(store), timeout_s)
+    entry = LAUNCHERS.entry(args.launcher)
+    context = LaunchContext(
+        store,
+        place,
+        timeout_s,
+        should_stop=lambda: stop["signal"] is not None,
+        on_submitted=_record_jobs(store),
+        progress=lambda task: CliProgress(task.label),
+    )
+    launcher = entry.obj(args, context)
     plan(store, configs)  # every run of the sweep is visible to `bench status` from now on
 
     def on_signal(signum: int, _frame: Any) -> None:
-        if stop["signal"] is not None and args.launcher == "local":
+        if stop["signal"] is not None and entry.meta["kill_on_second_signal"]:
             launcher.close()  # a second signal: kill the workers now
         stop["signal"] = signum  # checkpoint at the next step, then exit (SLURM preemption)
 
     signals = [signal.SIGTERM, signal.SIGUSR1]
-    if args.launcher != "inline":  # inline: Ctrl-C interrupts the run directly
+    if not entry.meta["catches_sigint"]:  # inline: Ctrl-C interrupts the run directly
         signals.append(signal.SIGINT)
     todo = sum(not store.run(c.run_id).is_done() for c in configs)
-    where = {
-        "inline": f"in this process on {args.device}",
-        "local": f"on {launcher.parallelism()} local worker(s)",
-        "slurm": "on SLURM",
-    }[args.launcher]
+    where = entry.meta["where"].format(device=args.device, parallelism=launcher.parallelism())
     print(
         f"{len(configs)} runs ({len(configs) - todo} already done) -> {store.root} "
         f"{where}, preset {args.preset}, protocol {args.protocol}",
@@ -427,9 +358,8 @@ def execution_args(run: argparse.ArgumentParser) -> None:
     where.add_argument(
         "--launcher",
         default="inline",
-        choices=["inline", "local", "slurm"],
-        help="inline: in this process, one after another; local: worker processes; "
-        "slurm: SLURM jobs through submitit",
+        choices=LAUNCHERS.names(),
+        help="; ".join(f"{e.name}: {e.display_name}" for e in LAUNCHERS),
     )
     where.add_argument(
         "--workers",
