@@ -37,7 +37,6 @@ class LocalLauncher(Launcher):
         store: RunStore,
         place: DataPlace,
         slots: list[Slot],
-        retry_failed: bool = False,
         max_attempts: int = 3,
         timeout_s: float | None = None,
         grace_s: float = 30.0,
@@ -45,7 +44,7 @@ class LocalLauncher(Launcher):
     ) -> None:
         self.store, self.place = store, place
         self.pool = SlotPool(slots)
-        self.retry_failed, self.max_attempts = retry_failed, max_attempts
+        self.max_attempts = max_attempts
         self.timeout_s, self.grace_s = timeout_s, grace_s
         self.running: dict[str, _Active] = {}
         self.warm = warm and forkserver.available()
