@@ -265,12 +265,17 @@ def synthetic_split(spec: DatasetSpec, n: int, seed: int, name: str) -> Split:
 
 
 class SyntheticFamily(DatasetFamily):
-    """A dataset family serving synthetic splits of another family's spec (no files)."""
+    """A dataset family serving synthetic splits of another family's spec (no files); made
+    with :meth:`of`, one subclass per spec (a family's spec is a class attribute)."""
 
-    def __init__(self, spec: DatasetSpec, train_size: int, eval_size: int = 256) -> None:
+    def __init__(self, train_size: int, eval_size: int = 256) -> None:
         super().__init__(Path("."), Path("."))
-        self.spec = spec  # type: ignore[misc]  # per instance: the family it stands in for
         self.train_size, self.eval_size = train_size, eval_size
+
+    @classmethod
+    def of(cls, spec: DatasetSpec, train_size: int, eval_size: int = 256) -> SyntheticFamily:
+        """A family standing in for the one whose spec is ``spec``."""
+        return type(f"Synthetic_{spec.name}", (cls,), {"spec": spec})(train_size, eval_size)
 
     def prepare(self, ratios: Iterable[float] | None = None) -> Path:
         return self.data_root
@@ -329,7 +334,7 @@ def measure_harness(cell: Cell, device: torch.device) -> Measurement:
     if reason:
         found.error = f"skipped: {reason}"
         return found
-    family = SyntheticFamily(spec, train_size_for(int(hp["batch_size"])))
+    family = SyntheticFamily.of(spec, train_size_for(int(hp["batch_size"])))
     data = (family, family.load(config.ratio))
     timer = StepTimer(cell.warmup, cell.steps, device, cell.budget_s, cell.min_time_s)
     with tempfile.TemporaryDirectory(prefix="bench-perf-") as tmp:
