@@ -72,7 +72,7 @@ def ablation_frame(
     random-prime runs are not counted as alpha = 0.8)."""
     others = [a for a in ABLATIONS.values() if a.name != ablation.name]
     rows = []
-    for run in store.runs():
+    for run in store.readable_runs():
         result = run.result()
         if result is None:
             continue

@@ -550,3 +550,8 @@ class RunStore:
             for p in sorted(self.root.iterdir())
             if p.is_dir() and not p.name.startswith(".") and RunDir(p)._has_files()
         )
+
+    def readable_runs(self) -> Iterator[RunDir]:
+        """The runs whose files can all be read (analyses skip corrupt ones; `bench status`
+        and `bench report` list those with their fault)."""
+        return (run for run in self.runs() if run.fault() is None)

@@ -30,7 +30,7 @@ PANELS = (
 def _select_runs(args: argparse.Namespace) -> list[RunDir]:
     runs = [RunDir(Path(p)) for p in args.runs]
     if args.out:
-        runs += list(RunStore(Path(args.out)).runs())
+        runs += list(RunStore(Path(args.out)).readable_runs())
     chosen = []
     for run in runs:
         config = run.config()

@@ -27,7 +27,7 @@ def find_vanilla(run: RunDir) -> RunDir:
     """The Vanilla run matching ``run`` (dataset, ratio, seed, protocol) beside it."""
     config = run.config()
     keys = ("dataset", "ratio", "seed", "protocol")
-    for other in RunStore(run.path.parent).runs():
+    for other in RunStore(run.path.parent).readable_runs():
         c = other.config()
         if c.get("method") == "vanilla" and all(c.get(k) == config.get(k) for k in keys):
             return other
