@@ -38,6 +38,7 @@ import torch
 from debias_bench import __version__
 from debias_bench.config import RunConfig
 from debias_bench.engine import DataPlace, Interrupted, Progress, train_run
+from debias_bench.errors import BenchError
 from debias_bench.registry import DATASETS, METHODS
 from debias_bench.runprogress import Pace
 from debias_bench.states import Decision, RunState, classify, effective_state
@@ -213,7 +214,10 @@ def _execute(
             _record(run_dir, RunState.INTERRUPTED, note="keyboard interrupt; rerun to resume")
             raise
         except Exception as exc:
-            tail = "".join(traceback.format_exception(exc)[-6:])
+            # a named failure (diverged, corrupt data, ...) says all in its message; a crash
+            # keeps the end of its traceback for `bench status --failed`
+            named = isinstance(exc, BenchError)
+            tail = None if named else "".join(traceback.format_exception(exc)[-6:])
             message = _record_failure(run_dir, exc, traceback_tail=tail, exit_code=1)
             return Outcome(config, run_dir, RunState.FAILED, message, ran=True)
     note = ""
