@@ -50,8 +50,11 @@ class DatasetFamily(ABC):
     build_version: ClassVar[str] = "1"
     #: splits stay on disk as memory maps (the 224-px sets) instead of in memory
     memory_mapped: ClassVar[bool] = False
-    #: the builder fetches its raw sources itself when they are absent (MNIST)
-    auto_download: ClassVar[bool] = False
+
+    @property
+    def auto_download(self) -> bool:
+        """Whether ``prepare`` fetches missing raw sources itself (Colored MNIST's mirrors)."""
+        return False
 
     data_seed = DataOption(
         int, 0, "seed of the build's random draws (splits, bias assignment)", minimum=0

@@ -165,7 +165,7 @@ class CorruptedCIFAR10(DatasetFamily):
     def __init__(self, raw_root: Path, data_root: Path, **options: Any) -> None:
         super().__init__(raw_root, data_root, **options)
         self.names = CORRUPTION_SETS[self.corruptions]
-        self.spec = dataclasses.replace(self.spec, bias_names=self.names)
+        self.spec = dataclasses.replace(self.spec, bias_names=self.names)  # type: ignore[misc]
 
     @property
     def imported(self) -> bool:

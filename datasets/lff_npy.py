@@ -29,6 +29,7 @@ from __future__ import annotations
 import pickle
 import shutil
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -45,7 +46,8 @@ from debias_bench.family import (
 ATTR_NAMES = {"cmnist": ["digit", "color"], "cifar10c": ["object", "corruption"]}
 
 
-def lff_tag(family: DatasetFamily, ratio: float) -> str:
+def lff_tag(family: Any, ratio: float) -> str:
+    # ``family`` is a cmnist or cifar10c family (their severity / corruptions options)
     """LfF's folder name for this family's build at ``ratio`` %."""
     fraction = f"{ratio / 100:g}"
     name = family.spec.name

@@ -54,7 +54,7 @@ def _curves(run: RunDir) -> dict[str, Any]:
             hint="train it with `--set track_nc=true`",
         )
     epochs = [r["epoch"] for r in records]
-    out: dict[str, Any] = {"epoch": epochs}
+    out: dict[Any, Any] = {"epoch": epochs}  # "epoch" and (metric, group) columns
     for group, acc_key in (
         ("aligned", "aligned_accuracy"),
         ("conflicting", "conflicting_accuracy"),

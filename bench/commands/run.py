@@ -211,7 +211,7 @@ def execute(
             ),
             wait_for_held=not args.no_wait,
         )
-    return sweep, stop["signal"]
+    return sweep, stop["signal"] or sweep.signal  # inline: Ctrl-C reaches the run itself
 
 
 def cmd_run(args: argparse.Namespace) -> int:

@@ -64,7 +64,7 @@ def collect(store: RunStore) -> list[dict[str, Any]]:
     return records
 
 
-def _record(run_dir: RunDir, status: dict, state: str) -> dict[str, Any]:
+def _record(run_dir: RunDir, status: dict, state: RunState) -> dict[str, Any]:
     result = (run_dir.result() or {}) if state is RunState.DONE else {}
     last = result.get("selections", {}).get("last", {}).get("test", {})
     # the job a run was last submitted as, unless that job is the one running it

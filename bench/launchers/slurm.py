@@ -34,7 +34,8 @@ import yaml
 from debias_bench.engine import DataPlace
 from debias_bench.errors import ConfigError
 from debias_bench.registry import DATASETS
-from debias_bench.store import RunStore
+from debias_bench.states import RunState
+from debias_bench.store import RunStore, write_json
 
 from .plugins import plugins_for
 from .scheduler import Ended, Launcher, Task
@@ -352,28 +353,41 @@ class SlurmLauncher(Launcher):
         supervisor, node failure), a failure recorded here."""
         run_dir = self.store.run(task.run_id)
         if run_dir.is_done():
-            return Ended(task, "done")
+            return Ended(task, RunState.DONE)
+        fault = run_dir.fault()
+        if fault:  # a torn status.json: the run is corrupt, named with its file and fix
+            return Ended(task, RunState.CORRUPT, fault, ran=False)
         status, state = run_dir.status(), run_dir.effective_state()
         note = status.get("error") or status.get("reason") or status.get("note") or ""
         if state == "running":  # another host, heartbeat still fresh: let status tell later
-            return Ended(task, "running", f"SLURM job {job_id} left the queue", ran=False)
+            return Ended(task, RunState.RUNNING, f"SLURM job {job_id} left the queue", ran=False)
         if state in ("failed", "interrupted", "skipped") and status.get("slurm_job_id") == job_id:
             return Ended(task, state, note)
         log = self.log_path(job_id)
-        why = "while the run was running" if state == "dead" else "before the run started"
+        if state == "dead":  # killed during the run: dead, as under inline and local
+            note = f"SLURM job {job_id} ended while the run was running; a rerun resumes it"
+            with run_dir.claim() as owned:
+                if owned:
+                    write_json(
+                        run_dir.status_path,
+                        {**status, "error": note, "heartbeat": 0.0, "slurm_job_id": job_id,
+                         "stderr_tail": run_dir.log_tail(path=log), "ended": time.time()},
+                    )  # fmt: skip
+            return Ended(task, RunState.DEAD, note)
+        why = "before the run started"
         with run_dir.claim() as owned:
             if owned:
                 if not run_dir.config_path.is_file():
                     run_dir.write_config({**task.config.to_json(), "run_id": task.run_id})
                 run_dir.set_status(
-                    "failed",
+                    RunState.FAILED,
                     error=f"SLURM job {job_id} ended {why}; see {log}",
                     stderr_tail=run_dir.log_tail(path=log),
                     exit_code=None,
                     slurm_job_id=job_id,
                     ended=time.time(),
                 )
-        return Ended(task, "failed", run_dir.status().get("error", ""))
+        return Ended(task, RunState.FAILED, run_dir.status().get("error", ""))
 
     def active(self) -> dict[str, str]:
         return {

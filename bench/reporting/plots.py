@@ -77,7 +77,7 @@ def plot_ratio_curves(
                 if d == dataset and method in set(block["method"]):
                     reference.setdefault(method, []).append((ratio, mean))
         title = (
-            f"{dataset_name(dataset)}: mean ± std over seeds\n"
+            f"{dataset_name(str(dataset))}: mean ± std over seeds\n"
             f"protocol {protocol}, preset {preset}, selection {opts.selection}"
         )
         fig = _figure(block, title, ylabel, reference)

@@ -88,7 +88,7 @@ def run_rows(run_dir: RunDir) -> list[dict[str, Any]]:
     base.update({k: result.get(k) for k in RESULT_COLUMNS})
     base[FINGERPRINT] = fingerprint(config, result)
     if config and base[FINGERPRINT]:  # --where data_fingerprint=... matches it too
-        base["config"] = {**base["config"], FINGERPRINT: base[FINGERPRINT]}
+        base["config"] = {**(base["config"] or {}), FINGERPRINT: base[FINGERPRINT]}
     rows = []
     for selection, chosen in result["selections"].items():
         for split in ("valid", "test"):

@@ -486,7 +486,7 @@ def cost_table(records: pd.DataFrame) -> list[Table]:
                     }
                     ref = cells.get(REFERENCE_METHOD)
                     for c in cells.values():
-                        if c.has_value and ref is not None and ref.has_value and ref.mean:
+                        if c.mean is not None and ref is not None and ref.mean:
                             c.ratio = c.mean / ref.mean
                         c.std = None  # the spread over ratios is not a noise estimate
                     rows.append(Row((dataset, device, label), cells, "cost", dataset))
