@@ -277,7 +277,7 @@ class SyntheticFamily(DatasetFamily):
         """A family standing in for the one whose spec is ``spec``."""
         return type(f"Synthetic_{spec.name}", (cls,), {"spec": spec})(train_size, eval_size)
 
-    def prepare(self, ratios: Iterable[float] | None = None) -> Path:
+    def prepare(self, ratios: Iterable[float] | None = None, force: bool = False) -> Path:
         return self.data_root
 
     def load(self, ratio: float) -> Splits:
@@ -386,7 +386,7 @@ def bare_loop(
             if spec.crop_padding or spec.hflip:
                 x = crop_flip(x, spec.crop_padding, spec.hflip)
             x = x.permute(0, 3, 1, 2).float().div_(255.0)  # NCHW view of NHWC memory
-            if mean is not None:
+            if mean is not None and std is not None:
                 x = x.sub_(mean).div_(std)
             y = train.labels[rows].to(device, non_blocking=True)
             loss = F.cross_entropy(model(x), y)
@@ -594,7 +594,7 @@ def project(
         if any(s is None for s in steps):
             notes.append(f"{dataset} {method}: training-set size unknown, left out")
             continue
-        cells.append(ProjectedCell(dataset, method, ms, [int(s) for s in steps], seeds))
+        cells.append(ProjectedCell(dataset, method, ms, [int(s or 0) for s in steps], seeds))
     return Projection(cells, devices, notes)
 
 

@@ -146,9 +146,10 @@ def stream_seed(seed: int, method: str, dataset: str, ratio: float, key: str) ->
 
 def _readable(value: Any, dist: BaseDistribution) -> Any:
     """A float rounded to ``DIGITS`` significant digits, kept inside its distribution."""
-    if not isinstance(value, float) or not hasattr(dist, "low"):
+    low, high = getattr(dist, "low", None), getattr(dist, "high", None)
+    if not isinstance(value, float) or low is None or high is None:
         return value
-    return min(max(float(f"{value:.{DIGITS}g}"), dist.low), dist.high)
+    return min(max(float(f"{value:.{DIGITS}g}"), low), high)
 
 
 @dataclass

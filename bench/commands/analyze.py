@@ -81,7 +81,7 @@ def plot_nc(runs: list[RunDir], output: Path) -> list[Path]:
             for group, style in (("aligned", "-"), ("conflicting", "--")):
                 ax.plot(
                     curves["epoch"],
-                    curves[(metric, group)],
+                    curves[(metric, group)],  # type: ignore[index]
                     style,
                     color=colours[i % len(colours)],
                     label=f"{label}-{group.capitalize()}",

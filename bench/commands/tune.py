@@ -174,7 +174,7 @@ def summary(tuned: TunedFile, outcomes: dict[str, Outcome], selection: str) -> s
     rows = []
     for c in tuned.cells:
         done = [outcomes[r] for r in c.runs if r in outcomes and outcomes[r].result]
-        tests = [o.result["selections"][selection]["test"]["accuracy"] for o in done]
+        tests = [(o.result or {})["selections"][selection]["test"]["accuracy"] for o in done]
         rows.append(
             [
                 c.method,

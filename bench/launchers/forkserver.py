@@ -92,7 +92,10 @@ def fork_warm(
     target: Callable[..., Any], args: tuple, name: str, plugins: Iterable[str]
 ) -> BaseProcess:
     """Start ``target(*args)`` in a child of the warm server; returns the started process."""
-    process: BaseProcess = warm_context(plugins).Process(target=target, args=args, name=name)
+    context: Any = warm_context(
+        plugins
+    )  # a ForkServerContext (typeshed's BaseContext lacks Process)
+    process: BaseProcess = context.Process(target=target, args=args, name=name)
     with _without_main():
         process.start()
     return process

@@ -21,6 +21,7 @@ from typing import Any
 import torch
 
 from debias_bench.engine import DataPlace, Interrupted, Progress
+from debias_bench.states import RunState
 from debias_bench.store import RunStore
 from debias_bench.sweep import run_one, worker_identity
 
@@ -46,7 +47,8 @@ class InlineLauncher(Launcher):
         self.ended: list[Ended] = []
         #: SIGINT once Ctrl-C asked the sweep to stop (the scheduler reads it)
         self.stop_signal: int | None = None
-        self._catching, self._previous_handler = False, None
+        self._catching = False
+        self._previous_handler: Any = None
 
     def free(self) -> int:
         return 1
@@ -67,7 +69,7 @@ class InlineLauncher(Launcher):
         self._catch_ctrl_c()
         for task in tasks:
             if self.stop_signal is not None:
-                self.ended.append(Ended(task, "pending", "not started (Ctrl-C)", ran=False))
+                self.ended.append(Ended(task, RunState.PENDING, "not started (Ctrl-C)", ran=False))
                 continue
             print(task.label, file=sys.stderr, flush=True)
             try:
@@ -83,11 +85,11 @@ class InlineLauncher(Launcher):
                     status_fields={**worker_identity(), "launcher": self.name},
                 )
             except Interrupted as exc:
-                self.ended.append(Ended(task, "interrupted", str(exc)))
+                self.ended.append(Ended(task, RunState.INTERRUPTED, str(exc)))
                 continue
             except KeyboardInterrupt:  # a second Ctrl-C: the run recorded its interruption
                 note = "stopped by a second Ctrl-C; a rerun resumes from its last checkpoint"
-                self.ended.append(Ended(task, "interrupted", note))
+                self.ended.append(Ended(task, RunState.INTERRUPTED, note))
                 continue
             self.ended.append(Ended(task, outcome.state, outcome.note, outcome.ran, outcome.result))
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from debias_bench.engine import DataPlace
+from debias_bench.states import RunState
 from debias_bench.store import RunStore
 
 from . import forkserver
@@ -93,7 +94,7 @@ class LocalLauncher(Launcher):
             status = active.worker.run_dir.status()
             note = status.get("error") or status.get("reason") or ""
             ran = state not in ("running",)
-            ended.append(Ended(active.task, state, note, ran=ran))
+            ended.append(Ended(active.task, RunState(state), note, ran=ran))
         return ended
 
     def active(self) -> dict[str, str]:

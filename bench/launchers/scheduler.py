@@ -14,6 +14,7 @@ import sys
 import time
 from abc import ABC, abstractmethod
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
@@ -86,14 +87,16 @@ class Launcher(ABC):
 
 
 def eta_seconds(
-    durations: list[float], waiting: int, parallel: int, running: list[Live | None] = ()
+    durations: list[float], waiting: int, parallel: int, running: Sequence[Live | None] = ()
 ) -> float | None:
     """The sweep's time left (see :func:`~debias_bench.runprogress.sweep_eta`): ``waiting``
     runs still to start, ``running`` ones with their reported progress (None: not yet)."""
     return sweep_eta(durations, waiting, list(running), parallel)
 
 
-def summary_line(counts: Counter, total: int, eta_s: float | None, running: list[Live] = ()) -> str:
+def summary_line(
+    counts: Counter, total: int, eta_s: float | None, running: Sequence[Live] = ()
+) -> str:
     """``3 done, 1 running (step 120/240, 35 steps/s, ETA 4s), 1 failed, 4 pending (of 10);
     ETA 5m00s``; other states (queued, held, dead, corrupt) are listed when present."""
     progress = running_text(list(running), counts["running"])
@@ -123,7 +126,7 @@ class LiveSummary:
         counts: Counter,
         eta_s: float | None,
         force: bool = False,
-        running: list[Live] = (),
+        running: Sequence[Live] = (),
     ) -> None:
         now = time.monotonic()
         changed = counts != self.last_counts
@@ -341,6 +344,9 @@ def schedule(
         )
     for run_id, state in launcher.active().items():
         config = next(c for c in configs if c.run_id == run_id)
-        outcomes.setdefault(run_id, Outcome(config, store.run(run_id), state, "still in SLURM"))
+        outcomes.setdefault(
+            run_id,
+            Outcome(config, store.run(run_id), RunState.RUNNING, f"still in SLURM ({state})"),
+        )
     sweep.outcomes = [outcomes[c.run_id] for c in configs if c.run_id in outcomes]
     return sweep

@@ -306,6 +306,8 @@ class WorkerProcess:
                 status = {}
             if status.get("pid") == self.proc.pid and status.get("state") == "running":
                 self.run_started = time.monotonic()
+        if self.timeout_s is None:
+            return False
         if self.run_started is not None:
             return time.monotonic() - self.run_started > self.timeout_s
         return self.elapsed() > self.timeout_s + STARTUP_ALLOWANCE_S

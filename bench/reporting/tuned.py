@@ -231,7 +231,7 @@ def _scale(ax: Any, method: str, dataset: str, key: str, xs: list[float]) -> Non
     """A log axis for a log-uniform key (symlog when the official value is 0)."""
     from matplotlib.ticker import NullFormatter
 
-    dist = search_space(method, dataset).get(key)
+    dist: Any = search_space(method, dataset).get(key)  # a log-scaled Float/IntDistribution
     if not getattr(dist, "log", False):
         return
     if min(xs) > 0:
