@@ -33,7 +33,13 @@ from debias_bench.data import DatasetSpec
 from debias_bench.errors import DataNotFoundError, UnknownNameError
 
 
-class MLP(nn.Module):
+class Backbone(nn.Module):
+    """A feature extractor: ``forward(x)`` gives ``feat_dim`` features per sample."""
+
+    feat_dim: int
+
+
+class MLP(Backbone):
     """LfF's Colored MNIST backbone: ``in -> 100 -> 100 -> 100``, ReLU after each layer.
 
     ``input_div255`` reproduces the official MLPs (LfF, DisEnt, BiasEnsemble, SelecMix,
@@ -58,7 +64,7 @@ class MLP(nn.Module):
         return self.layers(x.flatten(1) * self.scale)
 
 
-def _mlp(spec: DatasetSpec, hp: Mapping[str, Any]) -> nn.Module:
+def _mlp(spec: DatasetSpec, hp: Mapping[str, Any]) -> Backbone:
     hidden = tuple(hp.get("mlp_hidden") or (100, 100, 100))
     return MLP(spec.input_dim, hidden, input_div255=bool(hp.get("input_div255", False)))
 
@@ -88,7 +94,7 @@ class _BasicBlockA(nn.Module):
         return F.relu(self.bn2(self.conv2(out)) + self.shortcut(x))
 
 
-class ResNet20(nn.Module):
+class ResNet20(Backbone):
     """CIFAR ResNet-20 (16/32/64 channels, 3 blocks per stage, Kaiming-normal init of the
     convolutions), the backbone of LfF and ETF-Debias for Corrupted CIFAR-10; 64-d globally
     pooled features. ``head_init="kaiming"``: the methods' heads are initialised like the
@@ -118,7 +124,7 @@ class ResNet20(nn.Module):
         return F.adaptive_avg_pool2d(self.feature_map(x), 1).flatten(1)
 
 
-class ResNet18(nn.Module):
+class ResNet18(Backbone):
     """torchvision ResNet-18 without its fc layer; 512-d features (the 224-px baselines).
 
     ``reinit_convs``: after loading ``weights_path``, re-initialise every convolution with
@@ -171,19 +177,19 @@ def imagenet_resnet18_weights(explicit: str | None = None) -> Path:
     )
 
 
-def _resnet18(spec: DatasetSpec, hp: Mapping[str, Any]) -> nn.Module:
+def _resnet18(spec: DatasetSpec, hp: Mapping[str, Any]) -> Backbone:
     return ResNet18()
 
 
-def _resnet18_pretrained(spec: DatasetSpec, hp: Mapping[str, Any]) -> nn.Module:
+def _resnet18_pretrained(spec: DatasetSpec, hp: Mapping[str, Any]) -> Backbone:
     return ResNet18(imagenet_resnet18_weights(hp.get("pretrained_weights")))
 
 
-def _resnet18_etf(spec: DatasetSpec, hp: Mapping[str, Any]) -> nn.Module:
+def _resnet18_etf(spec: DatasetSpec, hp: Mapping[str, Any]) -> Backbone:
     return ResNet18(imagenet_resnet18_weights(hp.get("pretrained_weights")), reinit_convs=True)
 
 
-BACKBONES: dict[str, Callable[[DatasetSpec, Mapping[str, Any]], nn.Module]] = {
+BACKBONES: dict[str, Callable[[DatasetSpec, Mapping[str, Any]], Backbone]] = {
     "mlp": _mlp,
     "resnet20": lambda spec, hp: ResNet20(spec.channels),
     "resnet20_kaiming": lambda spec, hp: ResNet20(spec.channels, head_init="kaiming"),
@@ -201,7 +207,7 @@ def init_head(backbone: nn.Module, head: nn.Linear) -> nn.Linear:
     return head
 
 
-def build_backbone(name: str, spec: DatasetSpec, hp: Mapping[str, Any]) -> nn.Module:
+def build_backbone(name: str, spec: DatasetSpec, hp: Mapping[str, Any]) -> Backbone:
     """Build a backbone by name; it has a ``feat_dim`` attribute."""
     try:
         builder = BACKBONES[name]

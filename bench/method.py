@@ -70,7 +70,7 @@ class Method(ABC):
         """Optional stage before training (e.g. LfF+BE's bias committee); its time counts."""
 
     @abstractmethod
-    def update(self, batch: Batch) -> dict[str, float]:
+    def update(self, batch: Batch) -> Mapping[str, torch.Tensor | float]:
         """One training step on ``batch``; returns scalars to log."""
 
     @abstractmethod

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from debias_bench.backbones import build_backbone, init_head
+from debias_bench.backbones import Backbone, build_backbone, init_head
 from debias_bench.data import DatasetSpec
 from debias_bench.method import HParams
 
@@ -13,7 +13,7 @@ from debias_bench.method import HParams
 class Classifier(nn.Module):
     """A backbone followed by a linear head: the plain model most methods train."""
 
-    def __init__(self, backbone: nn.Module, num_classes: int, bias: bool = True) -> None:
+    def __init__(self, backbone: Backbone, num_classes: int, bias: bool = True) -> None:
         super().__init__()
         self.backbone = backbone
         self.head = init_head(backbone, nn.Linear(backbone.feat_dim, num_classes, bias=bias))

@@ -8,13 +8,13 @@ Specification: ``../shared/reference/METHODS.md`` section 8 (``iwhwang/SelecMix`
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from debias_bench.backbones import build_backbone
+from debias_bench.backbones import Backbone, build_backbone
 from debias_bench.data import DatasetSpec
 
 
@@ -41,7 +41,7 @@ def gsc_loss(z: torch.Tensor, labels: torch.Tensor, temp: float, q: float | None
     return -per_anchor.mean()
 
 
-def cifar_resnet18(in_channels: int = 3) -> nn.Module:
+def cifar_resnet18(in_channels: int = 3) -> Backbone:
     """SupCon's CIFAR-style ResNet-18: 3x3 stride-1 stem, no max-pool, 512-d pooled output.
 
     Built from torchvision's ResNet-18 (same blocks, projection shortcuts and Kaiming-normal
@@ -55,13 +55,13 @@ def cifar_resnet18(in_channels: int = 3) -> nn.Module:
     net.maxpool = nn.Identity()
     net.fc = nn.Identity()
     net.feat_dim = 512
-    return net
+    return cast(Backbone, net)  # a torchvision ResNet with feat_dim: a Backbone by its interface
 
 
 class EmbeddingModel(nn.Module):
     """Encoder + MLP projection head (``d -> d -> out_dim``), L2-normalised output."""
 
-    def __init__(self, encoder: nn.Module, out_dim: int = 128) -> None:
+    def __init__(self, encoder: Backbone, out_dim: int = 128) -> None:
         super().__init__()
         self.encoder = encoder
         d = encoder.feat_dim

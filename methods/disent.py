@@ -47,7 +47,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.optim.lr_scheduler import StepLR
 
-from debias_bench.backbones import build_backbone, init_head
+from debias_bench.backbones import Backbone, build_backbone, init_head
 from debias_bench.data import Batch
 from debias_bench.hparams import REQUIRED, HParam
 from debias_bench.method import Method
@@ -61,7 +61,7 @@ from .state import StepCounter
 class Branch(nn.Module):
     """An encoder and a classifier over ``[z_intrinsic, z_bias]`` (twice its feature size)."""
 
-    def __init__(self, encoder: nn.Module, num_classes: int) -> None:
+    def __init__(self, encoder: Backbone, num_classes: int) -> None:
         super().__init__()
         self.encoder = encoder
         self.head = init_head(encoder, nn.Linear(2 * encoder.feat_dim, num_classes))

@@ -56,7 +56,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from debias_bench.backbones import build_backbone, init_head
+from debias_bench.backbones import Backbone, build_backbone, init_head
 from debias_bench.data import Batch
 from debias_bench.hparams import REQUIRED, HParam
 from debias_bench.method import Method
@@ -100,7 +100,7 @@ def end_regularisers(
 class NormalizedClassifier(nn.Module):
     """Backbone, per-sample L2 normalisation, linear head (EnD's ``pattern_norm`` model)."""
 
-    def __init__(self, backbone: nn.Module, num_classes: int) -> None:
+    def __init__(self, backbone: Backbone, num_classes: int) -> None:
         super().__init__()
         self.backbone = backbone
         self.head = init_head(backbone, nn.Linear(backbone.feat_dim, num_classes))

@@ -81,6 +81,8 @@ def random_primes(dim: int, num_vertices: int, generator: torch.Generator) -> to
 class PrimeBank(nn.Module):
     """Fixed (non-trainable) prime vectors, one per bias class, stored as a buffer."""
 
+    primes: torch.Tensor
+
     def __init__(self, primes: torch.Tensor) -> None:
         super().__init__()
         self.register_buffer("primes", primes.t().contiguous())  # K x d: row b = prime of b

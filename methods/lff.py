@@ -31,10 +31,13 @@ Departures
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import torch
 import torch.nn.functional as F
 
 from debias_bench.data import Batch
+from debias_bench.hparams import HParam
 from debias_bench.method import Method
 from debias_bench.registry import register_method
 
@@ -54,7 +57,7 @@ from .losses import GCE_Q, generalized_ce
 class LfF(Method):
     """LfF; subclasses change how the biased model is trained (``bias_loss``)."""
 
-    HPARAMS = (GCE_Q, LOSS_EMA)
+    HPARAMS: ClassVar[tuple[HParam, ...]] = (GCE_Q, LOSS_EMA)
 
     def __init__(self, spec, hp, env) -> None:
         super().__init__(spec, hp, env)
