@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 from pathlib import Path
@@ -55,7 +56,7 @@ def test_record_keeps_every_cell_with_its_environment(toy_sweep, tmp_path):
 def test_check_passes_against_its_own_record(toy_sweep, tmp_path, capsys):
     _record(toy_sweep, tmp_path / "base.json")
     assert _check(toy_sweep, tmp_path / "base.json") == 0
-    assert "4 baseline cells, tolerance 1 points: 0 regressed, 0 missing" in capsys.readouterr().out
+    assert "0 regressed, 0 missing" in capsys.readouterr().out
 
 
 def test_a_drop_beyond_the_tolerance_fails_with_a_table(toy_sweep, tmp_path, capsys):
@@ -66,13 +67,30 @@ def test_a_drop_beyond_the_tolerance_fails_with_a_table(toy_sweep, tmp_path, cap
     higher = tmp_path / "higher.json"
     higher.write_text(json.dumps(baseline))
     capsys.readouterr()
-    assert _check(toy_sweep, higher) == 1
+    assert _check(toy_sweep, higher, "--noise-z", "0") == 1  # the plain tolerance
     out = capsys.readouterr().out
     row = next(line for line in out.splitlines() if "REGRESSED" in line)
     assert "toy/etf_debias/r20/s1/clean" in row and "last.test.accuracy" in row and "-1.50" in row
     assert "| changed" in out and "-0.50" in out  # reported, not failed
     assert "1 regressed, 0 missing" in out
-    assert _check(toy_sweep, higher, "--tolerance", "2") == 0
+    assert _check(toy_sweep, higher, "--tolerance", "2", "--noise-z", "0") == 0
+
+
+def test_the_tolerance_grows_with_a_metric_s_sampling_noise(toy_sweep, tmp_path, capsys):
+    """A drop within 3 standard errors of the metric's samples is drift, not a regression
+    (another CPU takes another rounding path); a larger one fails."""
+    baseline = _record(toy_sweep, tmp_path / "base.json")
+    cell = baseline["cells"]["toy/vanilla/r20/s0/clean"]
+    key = "last.test.accuracy"
+    p, n = cell["metrics"][key], cell["counts"][key]
+    assert n == 128  # the toy test split
+    se = 100 * math.sqrt(p / 100 * (1 - p / 100) / n)
+    for shift, code in ((2.5 * se, 0), (3.5 * se, 1)):
+        cell["metrics"][key] = p + shift
+        path = tmp_path / f"shift{shift:.1f}.json"
+        path.write_text(json.dumps(baseline))
+        assert _check(toy_sweep, path) == code, shift
+    assert "3 standard errors" in capsys.readouterr().out
 
 
 def test_a_missing_cell_fails(toy_sweep, tmp_path, capsys):
@@ -91,7 +109,7 @@ def test_improvements_and_new_cells_pass_and_are_reported(toy_sweep, tmp_path):
     baseline = record(toy_sweep)
     baseline["cells"]["toy/vanilla/r20/s0/clean"]["metrics"]["last.test.accuracy"] -= 5
     dropped = baseline["cells"].pop("toy/vanilla/r20/s1/clean")
-    comparison = compare(baseline, sweep_cells(toy_sweep)[0])
+    comparison = compare(baseline, sweep_cells(toy_sweep)[0], noise_z=0)
     assert not comparison.failed
     assert comparison.count("improved") == 1 and comparison.count("new") == 1
     assert dropped["run_id"].startswith("toy_vanilla_r20_s1_")

@@ -17,6 +17,7 @@ from pathlib import Path
 from tabulate import tabulate
 
 from debias_bench.regress import (
+    DEFAULT_NOISE_Z,
     DEFAULT_TOLERANCE,
     Comparison,
     compare,
@@ -54,7 +55,8 @@ def render(comparison: Comparison, show_all: bool = False) -> str:
         f"{comparison.count(s)} {s}" for s in ("regressed", "missing", "improved", "changed", "new")
     )
     lines.append(
-        f"{len(cells)} baseline cells, tolerance {comparison.tolerance:g} points: {counts}"
+        f"{len(cells)} baseline cells, tolerance {comparison.tolerance:g} points or "
+        f"{comparison.noise_z:g} standard errors of each metric's sampling noise: {counts}"
     )
     lines += [f"note: {note}" for note in comparison.notes]
     if comparison.count("improved"):
@@ -72,7 +74,7 @@ def cmd_record(args: argparse.Namespace) -> int:
 def cmd_check(args: argparse.Namespace) -> int:
     baseline = load_baseline(Path(args.baseline))
     cells, unfinished = sweep_cells(Path(args.out))
-    comparison = compare(baseline, cells, args.tolerance, unfinished)
+    comparison = compare(baseline, cells, args.tolerance, unfinished, args.noise_z)
     print(render(comparison, show_all=args.all))
     if comparison.failed:
         print(
@@ -106,6 +108,13 @@ def add(sub: argparse._SubParsersAction) -> None:
         type=float,
         default=DEFAULT_TOLERANCE,
         help="allowed drop in accuracy points (default %(default)s; raise it on GPUs)",
+    )
+    check.add_argument(
+        "--noise-z",
+        type=float,
+        default=DEFAULT_NOISE_Z,
+        help="or this many standard errors of the metric's sampling noise, if larger "
+        "(default %(default)s; 0: the tolerance only)",
     )
     check.add_argument("--all", action="store_true", help="list unchanged metrics too")
     check.set_defaults(func=cmd_check)

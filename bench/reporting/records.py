@@ -18,6 +18,8 @@ from debias_bench.states import RunState, effective_state, failure_reason
 from debias_bench.store import RunDir, RunStore
 
 METRICS = ("accuracy", "aligned_accuracy", "conflicting_accuracy", "group_mean_accuracy")
+#: how many samples each accuracy was measured on (``n`` for ``accuracy``, and so on)
+COUNTS = {"accuracy": "n", "aligned_accuracy": "n_aligned", "conflicting_accuracy": "n_conflicting"}
 RUN_COLUMNS = ["run_id", "method", "dataset", "ratio", "seed", "protocol", "preset", "state"]
 RESULT_COLUMNS = ["train_time_s", "prepare_time_s", "peak_memory_mb", "device"]
 #: the run's recorded config (``--where``), its configuration (seed left out) and data
@@ -28,6 +30,7 @@ COLUMNS = [
     "split",
     "step",
     *METRICS,
+    *COUNTS.values(),
     "per_class_accuracy",
     *RESULT_COLUMNS,
     "note",
@@ -100,6 +103,7 @@ def run_rows(run_dir: RunDir) -> list[dict[str, Any]]:
                     "split": split,
                     "step": chosen.get("step"),
                     **{m: metrics.get(m) for m in METRICS},
+                    **{c: metrics.get(c) for c in COUNTS.values()},
                     "per_class_accuracy": metrics.get("per_class_accuracy"),
                 }
             )
