@@ -13,7 +13,7 @@ import subprocess
 import time
 
 import pytest
-from test_launch_local import bench_args, in_process, statuses  # noqa: F401 (fixture)
+from test_launch_local import bench_args, statuses
 
 from debias_bench.commands.status import collect
 from debias_bench.launchers.slurm import slurm_available
@@ -41,7 +41,7 @@ def _wait_for(predicate, timeout_s: float, what: str) -> None:
         time.sleep(0.5)
 
 
-def test_tiny_grid_through_slurm(tmp_path, in_process):  # noqa: F811
+def test_tiny_grid_through_slurm(tmp_path, in_process):
     out = tmp_path / "runs"
     code, table, err = in_process(
         "run", *bench_args(out, "1,2"), *SLURM, "--array-parallelism", "2"
@@ -66,7 +66,7 @@ def test_tiny_grid_through_slurm(tmp_path, in_process):  # noqa: F811
     assert "exit code 1" in failures and "RuntimeError: scripted failure" in failures
 
 
-def test_requeued_job_resumes_from_its_checkpoint(tmp_path, in_process, monkeypatch):  # noqa: F811
+def test_requeued_job_resumes_from_its_checkpoint(tmp_path, in_process, monkeypatch):
     """A job put back in the queue while it runs (what a preemption does) checkpoints, is
     'queued' for `bench status`, and resumes where it stopped, without duplicate records."""
     monkeypatch.setenv("SCRIPTED_DELAY_S", "0.1")
