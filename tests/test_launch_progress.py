@@ -108,7 +108,7 @@ def test_a_running_run_reports_its_step_pace_and_eta(tmp_path, toy_place, monkey
     assert running and min(s["step"] for s in running) <= 5  # reported from the first steps
     paced = [s for s in running if "eta_s" in s and 0 < s["step"] < 150]
     assert len({s["step"] for s in paced}) >= 3  # between evaluations, not only at them
-    assert all(s["steps_per_s"] > 0 and s["eta_s"] > 0 for s in paced)
+    assert all(s["steps_per_s"] > 0 and s["eta_s"] >= 0 for s in paced)  # 0.0: under 0.05 s
     assert store.run(config.run_id).status()["state"] == "done"
 
 
