@@ -39,7 +39,6 @@ from debias_bench.data import DatasetSpec, Split
 from debias_bench.download import Download
 from debias_bench.family import (
     DataOption,
-    DatasetFamily,
     publish_dataset,
     ratio_dirname,
     save_split,
@@ -50,7 +49,7 @@ from debias_bench.registry import register_dataset
 from . import cifar10_raw
 from .cached import CIFAR_MEAN, CIFAR_STD
 from .corruptions import CORRUPTION_SETS, corrupt
-from .lff_npy import imported_folder, imported_split_dirs
+from .lff_npy import ImportableFamily
 from .skew import assign_skewed, assign_uniform
 
 _STREAM_VALID, _STREAM_TRAIN, _STREAM_TEST, _STREAM_SPLIT = 1, 2, 3, 4
@@ -120,7 +119,7 @@ def _rng(seed: int, stream: int, ratio: float = 0.0) -> np.random.Generator:
     "(protocol)",
     kind="synthetic",
 )
-class CorruptedCIFAR10(DatasetFamily):
+class CorruptedCIFAR10(ImportableFamily):
     spec = DatasetSpec(
         name="cifar10c",
         num_classes=10,
@@ -155,21 +154,11 @@ class CorruptedCIFAR10(DatasetFamily):
         int, None, "only the first N images of each class (quick builds, CI)", minimum=1
     )
     n_jobs = DataOption(int, 2, "parallel build workers (no effect on the data)", minimum=1)
-    source = DataOption(
-        str,
-        "build",
-        "build: from CIFAR-10; imported (alias lff): data from `bench data import`",
-        choices=("build", "imported", "lff"),
-    )
 
     def __init__(self, raw_root: Path, data_root: Path, **options: Any) -> None:
         super().__init__(raw_root, data_root, **options)
         self.names = CORRUPTION_SETS[self.corruptions]
         self.spec = dataclasses.replace(self.spec, bias_names=self.names)  # type: ignore[misc]
-
-    @property
-    def imported(self) -> bool:
-        return self.source in ("imported", "lff")
 
     @property
     def tag(self) -> str:
@@ -199,27 +188,6 @@ class CorruptedCIFAR10(DatasetFamily):
 
     def find_raw(self) -> Path:
         return cifar10_raw.find(self.raw_root)
-
-    def is_prepared(self) -> bool:
-        if self.imported:
-            return all(
-                (imported_folder(self, r) / "manifest.json").is_file() for r in self.spec.ratios
-            )
-        return super().is_prepared()
-
-    def split_dirs(self, ratio: float) -> tuple[Path, dict[str, Path]]:
-        if self.imported:
-            return imported_split_dirs(self, ratio)
-        return self.folder, {
-            "train": self.folder / ratio_dirname(ratio) / "train",
-            "valid": self.folder / "valid",
-            "test": self.folder / "test",
-        }
-
-    def repair_command(self) -> str:
-        if self.imported:
-            return f"bench data import {self.spec.name} <source folder> --ratio <ratio>"
-        return super().repair_command()
 
     def write_fixture(self, per_class: int | None = None) -> dict[str, Any]:
         """Tiny CIFAR-10 batches (4 training and 3 test images per class) under the raw root."""

@@ -30,7 +30,6 @@ from debias_bench.data import DatasetSpec, Split
 from debias_bench.download import Download, RemoteFile
 from debias_bench.family import (
     DataOption,
-    DatasetFamily,
     publish_dataset,
     ratio_dirname,
     save_split,
@@ -39,7 +38,7 @@ from debias_bench.progress import progress_bar
 from debias_bench.registry import register_dataset
 
 from . import mnist_raw
-from .lff_npy import imported_folder, imported_split_dirs
+from .lff_npy import ImportableFamily
 from .mnist_raw import IdxSource
 from .skew import assign_skewed, assign_uniform
 
@@ -83,7 +82,7 @@ def _rng(data_seed: int, stream: int, ratio: float = 0.0) -> np.random.Generator
     return np.random.default_rng([data_seed, stream, round(ratio * 1000)])
 
 
-class ColourBiasedDigits(DatasetFamily):
+class ColourBiasedDigits(ImportableFamily):
     """Colour-biased images built from an idx-format source by the LfF protocol.
 
     ``raw_source`` says which idx files, where under the raw root and how to fetch them; a
@@ -104,12 +103,6 @@ class ColourBiasedDigits(DatasetFamily):
     )
     valid_size = DataOption(
         int, 6000, "training images held out as the unbiased valid split (at most 10 %)", minimum=1
-    )
-    source = DataOption(
-        str,
-        "build",
-        "build: from the idx files; imported (alias lff): data from `bench data import`",
-        choices=("build", "imported", "lff"),
     )
 
     @property
@@ -155,17 +148,6 @@ class ColourBiasedDigits(DatasetFamily):
         )
         present = tuple(f"{src.folders[0]}/{n}" for n in names)
         return Download(src.folders[0], files, present)
-
-    @property
-    def imported(self) -> bool:
-        return self.source in ("imported", "lff")
-
-    def is_prepared(self) -> bool:
-        if self.imported:
-            return all(
-                (imported_folder(self, r) / "manifest.json").is_file() for r in self.spec.ratios
-            )
-        return super().is_prepared()
 
     def prepare(self, ratios: Iterable[float] | None = None, force: bool = False) -> Path:
         """Build every ratio at once (about two seconds each); a no-op when already built."""
@@ -231,20 +213,6 @@ class ColourBiasedDigits(DatasetFamily):
             torch.from_numpy(biases),
         )
         save_split(folder, split)
-
-    def split_dirs(self, ratio: float) -> tuple[Path, dict[str, Path]]:
-        if self.imported:  # LfF npy / DisEnt PNG data, one folder per ratio
-            return imported_split_dirs(self, ratio)
-        return self.folder, {
-            "train": self.folder / ratio_dirname(ratio) / "train",
-            "valid": self.folder / "valid",
-            "test": self.folder / "test",
-        }
-
-    def repair_command(self) -> str:
-        if self.imported:
-            return f"bench data import {self.spec.name} <source folder> --ratio <ratio>"
-        return super().repair_command()
 
     def write_fixture(self, per_class: int | None = None) -> dict[str, Any]:
         """Tiny idx files (30 training, 10 test images per class by default) in the raw root."""

@@ -35,6 +35,7 @@ import numpy as np
 import torch
 
 from debias_bench.data import Split
+from debias_bench.data_options import DataOption
 from debias_bench.errors import CorruptDataError, DataNotFoundError
 from debias_bench.family import (
     DatasetFamily,
@@ -177,3 +178,42 @@ def imported_split_dirs(family: DatasetFamily, ratio: float) -> tuple[Path, dict
             f"--ratio {ratio:g}`",
         )
     return root, {s: root / s for s in ("train", "valid", "test")}
+
+
+class ImportableFamily(DatasetFamily):
+    """A family that builds its own splits (``source=build``) or reads the ones ``bench data
+    import`` put in from the LfF npy or DisEnt PNG layouts (``source=imported``, alias ``lff``):
+    Colored MNIST and Corrupted CIFAR-10. Builds keep one train folder per ratio beside shared
+    valid and test folders."""
+
+    source = DataOption(
+        str,
+        "build",
+        "build: from the raw sources; imported (alias lff): data from `bench data import`",
+        choices=("build", "imported", "lff"),
+    )
+
+    @property
+    def imported(self) -> bool:
+        return self.source in ("imported", "lff")
+
+    def is_prepared(self) -> bool:
+        if self.imported:
+            return all(
+                (imported_folder(self, r) / "manifest.json").is_file() for r in self.spec.ratios
+            )
+        return super().is_prepared()
+
+    def split_dirs(self, ratio: float) -> tuple[Path, dict[str, Path]]:
+        if self.imported:  # one folder per ratio
+            return imported_split_dirs(self, ratio)
+        return self.folder, {
+            "train": self.folder / ratio_dirname(ratio) / "train",
+            "valid": self.folder / "valid",
+            "test": self.folder / "test",
+        }
+
+    def repair_command(self) -> str:
+        if self.imported:
+            return f"bench data import {self.spec.name} <source folder> --ratio <ratio>"
+        return super().repair_command()
