@@ -33,7 +33,6 @@ from typing import Any
 
 import numpy as np
 import torch
-from joblib import Parallel, delayed
 
 from debias_bench.data import DatasetSpec, Split
 from debias_bench.download import Download
@@ -50,6 +49,7 @@ from . import cifar10_raw
 from .cached import CIFAR_MEAN, CIFAR_STD
 from .corruptions import CORRUPTION_SETS, corrupt
 from .lff_npy import ImportableFamily
+from .parallel import parallel_chunks
 from .skew import assign_skewed, assign_uniform
 
 _STREAM_VALID, _STREAM_TRAIN, _STREAM_TEST, _STREAM_SPLIT = 1, 2, 3, 4
@@ -84,12 +84,10 @@ def corrupt_many(
     n_jobs: int = 2,
 ) -> np.ndarray:
     """Corrupt ``images[k]`` with corruption ``names[biases[k]]``, in parallel, with progress."""
-    if len(images) <= CHUNK or n_jobs == 1:  # small: no worker start-up
-        return _corrupt_chunk(images, ids, biases, names, severity, seed, stream)
     out = np.empty_like(images)
     starts = range(0, len(images), CHUNK)
-    jobs = (
-        delayed(_corrupt_chunk)(
+    chunks = [
+        (
             images[s : s + CHUNK],
             ids[s : s + CHUNK],
             biases[s : s + CHUNK],
@@ -99,9 +97,9 @@ def corrupt_many(
             stream,
         )
         for s in starts
-    )
+    ]
     bar = progress_bar(total=len(images), desc=desc, unit="img")
-    for s, block in zip(starts, Parallel(n_jobs=n_jobs, return_as="generator")(jobs), strict=True):
+    for s, block in zip(starts, parallel_chunks(_corrupt_chunk, chunks, n_jobs), strict=True):
         out[s : s + len(block)] = block
         bar.update(len(block))
     bar.close()

@@ -15,11 +15,12 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
-from joblib import Parallel, delayed
 from PIL import Image, UnidentifiedImageError
 
 from debias_bench.errors import CorruptDataError
 from debias_bench.progress import progress_bar
+
+from .parallel import parallel_chunks
 
 CHUNK = 256  # images per parallel task
 
@@ -62,15 +63,10 @@ def decode_files(
         array = np.lib.format.open_memmap(out, mode="w+", dtype=np.uint8, shape=shape)
     else:
         array = np.empty(shape, dtype=np.uint8)
-    chunks = [list(paths[i : i + CHUNK]) for i in range(0, len(paths), CHUNK)]
-    if len(chunks) <= 1:
-        n_jobs = 1  # small: no worker start-up
+    chunks = [(list(paths[i : i + CHUNK]), size) for i in range(0, len(paths), CHUNK)]
     bar = progress_bar(total=len(paths), desc=desc, unit="img")
-    results = Parallel(n_jobs=n_jobs, return_as="generator")(
-        delayed(_decode_chunk)(chunk, size) for chunk in chunks
-    )
     start = 0
-    for block in results:
+    for block in parallel_chunks(_decode_chunk, chunks, n_jobs):
         array[start : start + len(block)] = block
         start += len(block)
         bar.update(len(block))
