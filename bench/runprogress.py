@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO
 
@@ -155,22 +156,41 @@ def running_text(running: list[Live], count: int | None = None) -> str:
 
 
 def sweep_eta(
-    durations: list[float], waiting: int, running: list[Live | None], parallel: int
+    finished: Sequence[tuple[str, float]],
+    waiting: Sequence[str | None],
+    running: Sequence[tuple[str, Live | None]],
+    parallel: int,
 ) -> float | None:
-    """Time left of a sweep: each running run its own ETA; each run still to start the mean
-    duration of the finished ones (before any finished: the running runs' elapsed time plus
-    their ETA); spread over ``parallel`` runs at once, never less than the longest running
-    run's ETA. None while nothing tells."""
+    """Time left of a sweep, spread over ``parallel`` runs at once and never less than the
+    longest running run's ETA; None while nothing tells.
+
+    Runs are told apart by kind (their dataset and method: an ETF-Debias run can take five
+    times a Vanilla one). A running run counts its own ETA. A run still to start counts the
+    mean duration of the finished runs of its kind, else of the running ones of its kind
+    (elapsed time plus ETA), else of all finished (else running) runs; ``None`` as its kind
+    means unknown. ``finished`` holds (kind, seconds); ``running`` (kind, its progress)."""
     projected = [
-        r.elapsed_s + r.eta_s
-        for r in running
+        (kind, r.elapsed_s + r.eta_s)
+        for kind, r in running
         if r is not None and r.eta_s is not None and r.elapsed_s is not None
     ]
-    known = durations or projected
-    per_run = sum(known) / len(known) if known else None
-    left = [r.eta_s if r is not None and r.eta_s is not None else per_run for r in running]
+
+    def mean(durations: list[float]) -> float | None:
+        return sum(durations) / len(durations) if durations else None
+
+    overall = mean([d for _, d in finished]) or mean([d for _, d in projected])
+
+    def per_run(kind: str | None) -> float | None:
+        for pool in (finished, projected):
+            same = mean([d for k, d in pool if k == kind])
+            if kind is not None and same is not None:
+                return same
+        return overall
+
+    left = [r.eta_s if r is not None and r.eta_s is not None else per_run(k) for k, r in running]
+    ahead = [per_run(kind) for kind in waiting]
     spans = [x for x in left if x is not None]
-    if (waiting and per_run is None) or len(spans) < len(left):
+    if any(x is None for x in left + ahead):
         return None
-    work = sum(spans) + waiting * (per_run or 0.0)
+    work = sum(spans) + sum(x for x in ahead if x is not None)
     return max(max(spans, default=0.0), work / max(1, parallel))

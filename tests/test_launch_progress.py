@@ -34,14 +34,27 @@ def test_pace_times_the_steps_after_the_first():
 
 
 def test_sweep_eta_uses_the_running_runs_own_etas():
-    running = [Live(50, 100, 2.0, eta_s=25.0, elapsed_s=25.0)]
+    running = [("a", Live(50, 100, 2.0, eta_s=25.0, elapsed_s=25.0))]
     # nothing finished yet: a run still to start takes a running run's projected 50 s
-    assert sweep_eta([], waiting=2, running=running, parallel=1) == 25 + 2 * 50
-    assert sweep_eta([], waiting=2, running=running, parallel=3) == (25 + 2 * 50) / 3
-    assert sweep_eta([40.0], waiting=1, running=running, parallel=1) == 25 + 40
-    assert sweep_eta([40.0], waiting=0, running=[Live(1, 100, eta_s=99.0)], parallel=4) == 99
-    assert sweep_eta([], waiting=1, running=[None], parallel=1) is None  # nothing tells yet
-    assert sweep_eta([], waiting=0, running=[], parallel=1) == 0.0
+    assert sweep_eta([], ["a", "a"], running, parallel=1) == 25 + 2 * 50
+    assert sweep_eta([], ["a", "a"], running, parallel=3) == (25 + 2 * 50) / 3
+    assert sweep_eta([("a", 40.0)], ["a"], running, parallel=1) == 25 + 40
+    assert sweep_eta([("a", 40.0)], [], [("a", Live(1, 100, eta_s=99.0))], parallel=4) == 99
+    assert sweep_eta([], [None], [("a", None)], parallel=1) is None  # nothing tells yet
+    assert sweep_eta([], [], [], parallel=1) == 0.0
+
+
+def test_sweep_eta_counts_each_run_still_to_start_by_its_kind():
+    """A sweep of fast Vanilla runs then slow ETF-Debias ones: the ETF-Debias runs still to
+    start take the ETF-Debias durations, not the mean of the Vanilla runs done first."""
+    finished = [("cmnist/vanilla", 170.0), ("cmnist/vanilla", 170.0), ("cmnist/etf", 830.0)]
+    waiting = ["cmnist/etf", "cmnist/etf", "cmnist/vanilla"]
+    assert sweep_eta(finished, waiting, [], parallel=1) == 830 * 2 + 170
+    # a kind none of which has finished: a running one's projection, else the overall mean
+    running = [("cmnist/lff", Live(10, 100, eta_s=300.0, elapsed_s=100.0))]
+    assert sweep_eta(finished, ["cmnist/lff"], running, parallel=1) == 300 + 400
+    mean = sum(d for _, d in finished) / 3
+    assert sweep_eta(finished, ["bar/lff", None], [], parallel=1) == 2 * mean
 
 
 def test_live_progress_from_a_status_takes_off_the_time_since_the_heartbeat():

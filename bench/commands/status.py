@@ -21,8 +21,8 @@ from tabulate import tabulate
 
 from debias_bench import paths
 from debias_bench.errors import CorruptDataError
-from debias_bench.launchers.scheduler import eta_seconds, summary_line
-from debias_bench.runprogress import Live, fmt_duration
+from debias_bench.launchers.scheduler import summary_line
+from debias_bench.runprogress import Live, fmt_duration, sweep_eta
 from debias_bench.states import RunState, effective_state, failure_reason
 from debias_bench.store import RunDir, RunStore
 
@@ -79,6 +79,7 @@ def _record(run_dir: RunDir, status: dict, state: RunState) -> dict[str, Any]:
             where += f" gpu {status['gpu']}"
     return {
         "run_id": run_dir.run_id,
+        "kind": _kind(run_dir),
         "state": state,
         "status": status,
         "attempt": status.get("attempt", 0),
@@ -94,6 +95,15 @@ def _record(run_dir: RunDir, status: dict, state: RunState) -> dict[str, Any]:
     }
 
 
+def _kind(run_dir: RunDir) -> str | None:
+    """Its dataset and method (runs of one kind take alike long); None when unreadable."""
+    try:
+        config = run_dir.config()
+        return f"{config['dataset']}/{config['method']}"
+    except Exception:  # no config yet, or a corrupt one (shown as such elsewhere)
+        return None
+
+
 def _note(status: dict[str, Any], state: RunState) -> str:
     """The run's note: a failure's reason and error, a skip's reason, or the last note."""
     error = status.get("error") or ""
@@ -101,6 +111,9 @@ def _note(status: dict[str, Any], state: RunState) -> str:
         return f"{failure_reason(status)}: {error}" if error else str(failure_reason(status))
     return error or status.get("reason") or status.get("note") or ""
 
+
+#: the states of runs still to start, as the ETA counts them
+WAITING = (RunState.PENDING, RunState.INTERRUPTED, "queued")
 
 #: the states ``bench status --failed`` lists
 PROBLEMS = (RunState.FAILED, RunState.DEAD, RunState.CORRUPT)
@@ -110,10 +123,10 @@ def counts_and_eta(records: list[dict[str, Any]]) -> tuple[Counter, float | None
     counts: Counter = Counter()
     for r in records:
         counts[{"skipped": "done", "interrupted": "pending"}.get(r["state"], r["state"])] += 1
-    times = [r["train_time"] for r in records if r["train_time"]]
-    running = [r["live"] for r in records if r["state"] == RunState.RUNNING]
-    waiting = counts["pending"] + counts["queued"]
-    return counts, eta_seconds(times, waiting, max(1, counts["running"]), running)
+    finished = [(r["kind"], r["train_time"]) for r in records if r["train_time"]]
+    running = [(r["kind"], r["live"]) for r in records if r["state"] == RunState.RUNNING]
+    waiting = [r["kind"] for r in records if r["state"] in WAITING]
+    return counts, sweep_eta(finished, waiting, running, max(1, counts["running"]))
 
 
 def _step(status: dict[str, Any], live: Live | None) -> str:

@@ -86,14 +86,6 @@ class Launcher(ABC):
         """Release what the launcher holds when the sweep ends."""
 
 
-def eta_seconds(
-    durations: list[float], waiting: int, parallel: int, running: Sequence[Live | None] = ()
-) -> float | None:
-    """The sweep's time left (see :func:`~debias_bench.runprogress.sweep_eta`): ``waiting``
-    runs still to start, ``running`` ones with their reported progress (None: not yet)."""
-    return sweep_eta(durations, waiting, list(running), parallel)
-
-
 def summary_line(
     counts: Counter, total: int, eta_s: float | None, running: Sequence[Live] = ()
 ) -> str:
@@ -233,7 +225,8 @@ def schedule(
 
     for config in configs:
         settle(config, decide(store.run(config.run_id), retry_failed, max_attempts))
-    durations: list[float] = []
+    kinds = {config.run_id: f"{config.dataset}/{config.method}" for config in configs}
+    finished: list[tuple[str, float]] = []  # (kind, wall seconds) of the runs done here
     not_started: list[Task] = []
     halted = False
     progress: dict[str, Live | None] = {}
@@ -269,11 +262,15 @@ def schedule(
 
     def report(force: bool = False) -> None:
         c = counts()
-        waiting = c["pending"] + c["queued"] + c["held"]
         active = launcher.active()
-        running = [progress.get(run_id) for run_id in active if active[run_id] == "running"]
-        eta = eta_seconds(durations, waiting, launcher.parallelism(), running)
-        live.update(c, eta, force, [r for r in running if r is not None])
+        running = [(kinds[r], progress.get(r)) for r, state in active.items() if state == "running"]
+        waiting: list[str | None] = [kinds[t.run_id] for t in (*queue, *not_started)]
+        waiting += [kinds[r] for r in held] + [
+            kinds[r] for r, s in active.items() if s != "running"
+        ]
+        waiting += [None] * max(0, c["pending"] + c["queued"] + c["held"] - len(waiting))
+        eta = sweep_eta(finished, waiting, running, launcher.parallelism())
+        live.update(c, eta, force, [p for _, p in running if p is not None])
 
     while queue or held or launcher.active():
         stop_signal = getattr(launcher, "stop_signal", None)
@@ -301,7 +298,7 @@ def schedule(
             task = ended.task
             run_dir = store.run(task.run_id)
             if ended.state == RunState.DONE and ended.ran and task.started:
-                durations.append(time.time() - task.started)
+                finished.append((kinds[task.run_id], time.time() - task.started))
             if (
                 ended.state == RunState.FAILED
                 and ended.ran
