@@ -32,7 +32,7 @@ from debias_bench.reporting.paper import PaperNumbers, load_paper
 from debias_bench.reporting.records import run_rows
 from debias_bench.reporting.stats import STATISTIC, combined_std, seed_stats
 from debias_bench.states import RunState
-from debias_bench.store import RunStore
+from debias_bench.store import RunDir, RunStore
 
 COLUMNS = [
     "method",
@@ -75,11 +75,22 @@ def export_frame(store: RunStore, dataset: str | None = None) -> tuple[pd.DataFr
                 continue
             row = {k: record.get(k) for k in COLUMNS}
             row["epochs"] = result.get("epochs")
-            row["code_version"] = result.get("code_version")
+            row["code_version"] = code_version(run_dir, result)
             rows.append(row)
     frame = pd.DataFrame(rows, columns=COLUMNS)
     frame = frame.sort_values(["dataset", "method", "ratio", "seed", "selection"], kind="stable")
     return frame.reset_index(drop=True), sorted(unfinished)
+
+
+def code_version(run_dir: RunDir, result: dict[str, Any]) -> str | None:
+    """``0.1.0+g<commit>``: the package version and the commit the run started from (its
+    config's provenance), or the version alone where the commit was not known."""
+    version = result.get("code_version")
+    try:
+        commit = (run_dir.config().get("provenance") or {}).get("git_commit")
+    except Exception:  # an unreadable config: the version alone
+        commit = None
+    return f"{version}+g{commit[:10]}" if version and commit else version
 
 
 def write_csv(frame: pd.DataFrame, path: Path) -> None:

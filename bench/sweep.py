@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import re
 import subprocess
 import time
 import traceback
@@ -49,11 +50,14 @@ from debias_bench.store import Heartbeat, RunDir, RunStore
 MAX_ATTEMPTS = 3
 
 
-def _git_commit() -> str | None:
+def git_commit(here: Path = Path(__file__).parent) -> str | None:
+    """The commit of the code: ``git rev-parse`` in a checkout, else the ``COMMIT`` file that
+    ``git archive`` fills in (``export-subst``, .gitattributes) for a copy of the code without
+    ``.git``, such as a frozen copy running a long reproduction; None when neither tells."""
     try:
         out = subprocess.run(
             ["git", "rev-parse", "HEAD"],
-            cwd=Path(__file__).parent,
+            cwd=here,
             capture_output=True,
             text=True,
             timeout=5,
@@ -61,12 +65,17 @@ def _git_commit() -> str | None:
         )
         return out.stdout.strip() or None
     except (OSError, subprocess.SubprocessError):
+        pass
+    try:
+        stamped = (here / "COMMIT").read_text().strip()
+    except OSError:
         return None
+    return stamped if re.fullmatch(r"[0-9a-f]{40}", stamped) else None
 
 
 @functools.cache
 def provenance() -> dict[str, Any]:
-    return {"code_version": __version__, "git_commit": _git_commit(), "torch": torch.__version__}
+    return {"code_version": __version__, "git_commit": git_commit(), "torch": torch.__version__}
 
 
 def config_json(config: RunConfig) -> dict[str, Any]:

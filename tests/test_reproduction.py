@@ -29,6 +29,9 @@ from debias_bench.reproduction import (
     write_csv,
 )
 from debias_bench.store import RunStore
+from debias_bench.sweep import git_commit
+
+REPO = Path(__file__).resolve().parents[1]
 
 SELECTIONS = ("last", "best_valid", "best_test")
 
@@ -45,6 +48,7 @@ def write_run(
     acc: float | None,
     state: str = "done",
     dataset: str = "cmnist",
+    commit: str | None = None,
 ) -> None:
     """A run as the engine leaves it; ``acc`` is the test accuracy of ``last`` (best_valid +1,
     best_test +2)."""
@@ -58,7 +62,7 @@ def write_run(
         "preset": "paper",
         "hparams": {},
     }
-    run.write_config(config)
+    run.write_config({**config, "provenance": {"code_version": "0.1.0", "git_commit": commit}})
     if state != "done":
         run.set_status(state)
         return
@@ -88,7 +92,7 @@ def store(tmp_path: Path) -> Path:
     root = tmp_path / "runs"
     for seed, (van, etf) in enumerate([(54.0, 80.0), (55.0, 82.0), (56.0, 84.0)]):
         write_run(root, "vanilla", 1.0, seed, van)
-        write_run(root, "etf_debias", 1.0, seed, etf)
+        write_run(root, "etf_debias", 1.0, seed, etf, commit="0123abcdef" * 4 if seed else None)
     write_run(root, "lff", 1.0, 0, 71.0)
     write_run(root, "lff", 1.0, 1, None, state="running")
     write_run(root, "vanilla", 5.0, 0, 10.0, dataset="toy")  # another dataset
@@ -122,7 +126,11 @@ def test_export_rows_and_columns(store: Path, tmp_path: Path) -> None:
         "best_valid": 83.0,
         "best_test": 84.0,
     }  # the test split, not valid (+50)
-    assert set(row["epochs"]) == {100.0} and set(row["code_version"]) == {"0.1.0"}
+    assert set(row["epochs"]) == {100.0}
+    # the commit its config's provenance names; the version alone where none was known
+    assert set(row["code_version"]) == {"0.1.0+g0123abcdef"}
+    seed0 = frame[(frame["method"] == "etf_debias") & (frame["seed"] == 0)]
+    assert set(seed0["code_version"]) == {"0.1.0"}
     assert set(row["aligned_accuracy"] - row["accuracy"]) == {10.0}
     path = tmp_path / "out" / "cmnist.csv"
     write_csv(frame, path)
@@ -242,3 +250,13 @@ def test_cli_export_and_table(store: Path, tmp_path: Path, capsys) -> None:
     out = capsys.readouterr().out
     assert "| +6.55 | ⚑ | (1) |" in out and "(1) UNEXPLAINED" in out
     assert readme.read_text().startswith("# Reproduction: cmnist against the ETF-Debias paper")
+
+
+def test_git_commit_of_a_copy_without_git_comes_from_its_stamped_commit_file(tmp_path: Path):
+    """`git archive` fills bench/COMMIT in (export-subst): a frozen copy still names its commit."""
+    assert git_commit(tmp_path) is None  # no checkout, no COMMIT file
+    (tmp_path / "COMMIT").write_text("$Format:%H$\n")  # as committed: not filled in
+    assert git_commit(tmp_path) is None
+    (tmp_path / "COMMIT").write_text("0123abcdef" * 4 + "\n")
+    assert git_commit(tmp_path) == "0123abcdef" * 4
+    assert (REPO / ".gitattributes").read_text().split() == ["bench/COMMIT", "export-subst"]
