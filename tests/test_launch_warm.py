@@ -4,8 +4,12 @@ its own, with the same numbers as a cold worker (a fresh interpreter per run).""
 from __future__ import annotations
 
 import io
+import multiprocessing
 import os
+import subprocess
 import sys
+import textwrap
+import time
 from multiprocessing import spawn
 
 import pytest
@@ -18,7 +22,7 @@ from debias_bench.launchers import forkserver as warm
 from debias_bench.launchers.local import LocalLauncher
 from debias_bench.launchers.plugins import plugins_for
 from debias_bench.launchers.slots import plan_slots
-from debias_bench.launchers.worker import WorkerJob, WorkerProcess
+from debias_bench.launchers.worker import WorkerJob, WorkerProcess, end_children
 from debias_bench.store import RunStore
 
 TINY = {"steps": 12, "eval_every": 6, "batch_size": 64, "num_threads": 1}
@@ -85,3 +89,77 @@ def test_a_worker_refuses_a_config_that_is_not_the_planned_run(tmp_path, toy_pla
     error = RunStore(tmp_path / "runs").run(job.planned_id).status()["error"]
     assert "RunIdError" in error and "changed while the sweep ran" in error
     assert not RunStore(tmp_path / "runs").run(config.run_id).path.exists()
+
+
+def _sleep_long() -> None:
+    time.sleep(600)
+
+
+def test_end_children_stops_what_a_run_left_behind():
+    child = multiprocessing.get_context("spawn").Process(target=_sleep_long)  # non-daemon
+    child.start()
+    assert end_children(grace_s=5.0) >= 1
+    assert not child.is_alive() and child.exitcode is not None
+
+
+LEAKY_PLUGIN = textwrap.dedent(
+    '''
+    """A dataset plugin that decodes with joblib and leaves its pool (idle for 300 s) behind."""
+    import time
+
+    import torch
+    from joblib import Parallel, delayed
+
+    from debias_bench.data import DatasetSpec, Split, Splits
+    from debias_bench.family import DatasetFamily
+    from debias_bench.registry import register_dataset
+
+
+    def _split(n, seed):
+        g = torch.Generator().manual_seed(seed)
+        labels = torch.arange(n) % 2
+        images = (torch.rand(n, 4, 4, 3, generator=g) * 255).to(torch.uint8)
+        return Split(images, labels, labels.clone())
+
+
+    @register_dataset("leaky_pool_ds", display_name="Leaky pool", kind="real")
+    class LeakyPool(DatasetFamily):
+        spec = DatasetSpec(
+            name="leaky_pool_ds", num_classes=2, num_biases=2, ratios=(5.0,),
+            image_size=(4, 4), channels=3, backbone="mlp", test_kind="conflicting",
+        )
+
+        def prepare(self, ratios=None, force=False):
+            return self.data_root
+
+        def load(self, ratio):
+            list(Parallel(n_jobs=2)(delayed(time.sleep)(0.3) for _ in range(4)))
+            return Splits(_split(64, 1), _split(16, 2), _split(16, 3))
+    '''
+)
+
+
+@pytest.mark.slow
+def test_a_warm_worker_ends_with_its_run_though_a_plugin_left_a_pool(tmp_path):
+    """Without end_children the worker would exit 300 s after its run (joblib's pool idle
+    time), holding its slot; the timeout below is a hang guard, not a speed target."""
+    plugin = tmp_path / "leaky_pool_ds.py"
+    plugin.write_text(LEAKY_PLUGIN)
+    out = tmp_path / "runs"
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", warm.START_ENV)}
+    env.update(BENCH_PLUGINS=str(plugin), BENCH_DATA_ROOT=str(tmp_path / "data"))
+    args = ["--methods", "vanilla", "--datasets", "leaky_pool_ds", "--seeds", "0"]
+    args += ["--set", "steps=4", "--set", "eval_every=2", "--set", "batch_size=16"]
+    args += ["--launcher", "local", "--workers", "1", "--device", "cpu", "--out", str(out)]
+    done = subprocess.run(
+        [sys.executable, "-m", "debias_bench.cli", "run", *args],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=150,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    (run,) = list(RunStore(out).runs())
+    assert run.status()["state"] == "done"
+    assert "warm worker started" in run.stderr_path.read_text()

@@ -107,7 +107,27 @@ def forked_main(
         os.dup2(target, fd)
         os.close(target)
     _die_with_parent()  # its parent is the fork server, which exits with the sweep
-    sys.exit(run_job(WorkerJob(**json.loads(job_json)), lifeline))
+    try:
+        code = run_job(WorkerJob(**json.loads(job_json)), lifeline)
+    finally:
+        end_children()
+    sys.exit(code)
+
+
+def end_children(grace_s: float = 5.0) -> int:
+    """Stop the child processes a run left behind; returns how many. A forked worker's exit
+    waits for its non-daemon children (``multiprocessing`` joins them, and no ``atexit`` hook
+    runs to shut a pool down), so a plugin's idle process pool (joblib's lives 300 s) would
+    hold the run's launcher slot after the run has ended and recorded its result."""
+    children = multiprocessing.active_children()
+    for child in children:
+        child.terminate()
+    deadline = time.monotonic() + grace_s
+    for child in children:
+        child.join(max(0.0, deadline - time.monotonic()))
+        if child.is_alive():
+            child.kill()
+    return len(children)
 
 
 def run_job(job: WorkerJob, lifeline: Connection | None = None) -> int:
