@@ -155,6 +155,11 @@ def running_text(running: list[Live], count: int | None = None) -> str:
     return f"{100 * done:.0f} % of their steps" + (f", {rate:.3g} steps/s" if rate else "")
 
 
+def run_kind(dataset: str, method: str) -> str:
+    """What the sweep ETA tells runs apart by: runs of one dataset and method take alike long."""
+    return f"{dataset}/{method}"
+
+
 def sweep_eta(
     finished: Sequence[tuple[str, float]],
     waiting: Sequence[str | None],

@@ -14,6 +14,7 @@ from multiprocessing import spawn
 
 import pytest
 import torch
+from test_plugins_path import PLUGIN
 
 from debias_bench.config import make_config
 from debias_bench.engine import train_run
@@ -102,40 +103,24 @@ def test_end_children_stops_what_a_run_left_behind():
     assert not child.is_alive() and child.exitcode is not None
 
 
-LEAKY_PLUGIN = textwrap.dedent(
-    '''
-    """A dataset plugin that decodes with joblib and leaves its pool (idle for 300 s) behind."""
+#: the path plugin of test_plugins_path, and a dataset on it that decodes with joblib and
+#: leaves its pool (idle for 300 s) behind
+LEAKY_PLUGIN = PLUGIN.replace("{name}", "leaky_base_ds") + textwrap.dedent(
+    """
+    import dataclasses
     import time
 
-    import torch
     from joblib import Parallel, delayed
-
-    from debias_bench.data import DatasetSpec, Split, Splits
-    from debias_bench.family import DatasetFamily
-    from debias_bench.registry import register_dataset
-
-
-    def _split(n, seed):
-        g = torch.Generator().manual_seed(seed)
-        labels = torch.arange(n) % 2
-        images = (torch.rand(n, 4, 4, 3, generator=g) * 255).to(torch.uint8)
-        return Split(images, labels, labels.clone())
 
 
     @register_dataset("leaky_pool_ds", display_name="Leaky pool", kind="real")
-    class LeakyPool(DatasetFamily):
-        spec = DatasetSpec(
-            name="leaky_pool_ds", num_classes=2, num_biases=2, ratios=(5.0,),
-            image_size=(4, 4), channels=3, backbone="mlp", test_kind="conflicting",
-        )
-
-        def prepare(self, ratios=None, force=False):
-            return self.data_root
+    class LeakyPool(PathPlugin):
+        spec = dataclasses.replace(PathPlugin.spec, name="leaky_pool_ds")
 
         def load(self, ratio):
             list(Parallel(n_jobs=2)(delayed(time.sleep)(0.3) for _ in range(4)))
-            return Splits(_split(64, 1), _split(16, 2), _split(16, 3))
-    '''
+            return super().load(ratio)
+    """
 )
 
 

@@ -22,7 +22,7 @@ from tabulate import tabulate
 from debias_bench import paths
 from debias_bench.errors import CorruptDataError
 from debias_bench.launchers.scheduler import summary_line
-from debias_bench.runprogress import Live, fmt_duration, sweep_eta
+from debias_bench.runprogress import Live, fmt_duration, run_kind, sweep_eta
 from debias_bench.states import RunState, effective_state, failure_reason
 from debias_bench.store import RunDir, RunStore
 
@@ -96,10 +96,10 @@ def _record(run_dir: RunDir, status: dict, state: RunState) -> dict[str, Any]:
 
 
 def _kind(run_dir: RunDir) -> str | None:
-    """Its dataset and method (runs of one kind take alike long); None when unreadable."""
+    """Its :func:`run_kind`; None when its config cannot be read."""
     try:
         config = run_dir.config()
-        return f"{config['dataset']}/{config['method']}"
+        return run_kind(config["dataset"], config["method"])
     except Exception:  # no config yet, or a corrupt one (shown as such elsewhere)
         return None
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from debias_bench.config import RunConfig
-from debias_bench.runprogress import Live, fmt_duration, running_text, sweep_eta
+from debias_bench.runprogress import Live, fmt_duration, run_kind, running_text, sweep_eta
 from debias_bench.states import RunState
 from debias_bench.store import RunStore
 from debias_bench.sweep import MAX_ATTEMPTS, Outcome, decide
@@ -225,7 +225,7 @@ def schedule(
 
     for config in configs:
         settle(config, decide(store.run(config.run_id), retry_failed, max_attempts))
-    kinds = {config.run_id: f"{config.dataset}/{config.method}" for config in configs}
+    kinds = {config.run_id: run_kind(config.dataset, config.method) for config in configs}
     finished: list[tuple[str, float]] = []  # (kind, wall seconds) of the runs done here
     not_started: list[Task] = []
     halted = False
