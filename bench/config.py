@@ -300,6 +300,20 @@ def _left_out_of_identity(method: str, key: str, value: Any) -> bool:
     return key not in yaml_keys(method)
 
 
+#: seeds are what torch, NumPy and Python's ``random`` accept alike; beyond, seeds that differ by
+#: 2**32 would train the same model under two run ids
+SEED_RANGE = range(2**32)
+
+
+def check_seed(seed: Any) -> int:
+    """``seed`` as an int in ``SEED_RANGE``; ConfigError naming the range otherwise."""
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed not in SEED_RANGE:
+        raise ConfigError(
+            f"seed {seed!r} is out of range", hint="seeds are integers with 0 <= seed < 2**32"
+        )
+    return seed
+
+
 @dataclass(frozen=True)
 class RunConfig:
     method: str
@@ -324,10 +338,15 @@ class RunConfig:
         return d
 
     @property
-    def run_id(self) -> str:
+    def digest(self) -> str:
+        """The SHA-256 of the run's identity: ``result.json`` and the checkpoint carry it, so a
+        file written for another configuration is never taken as this run's."""
         canonical = json.dumps(self.identity(), sort_keys=True, default=str)
-        digest = hashlib.sha256(canonical.encode()).hexdigest()[:10]
-        return f"{self.dataset}_{self.method}_r{self.ratio:g}_s{self.seed}_{digest}"
+        return hashlib.sha256(canonical.encode()).hexdigest()
+
+    @property
+    def run_id(self) -> str:
+        return f"{self.dataset}_{self.method}_r{self.ratio:g}_s{self.seed}_{self.digest[:10]}"
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -349,6 +368,7 @@ def make_config(
     data_options: dict[str, Any] | None = None,
     tuned: dict[str, Any] | None = None,
 ) -> RunConfig:
+    check_seed(seed)
     resolved = resolve_layers(method, dataset, protocol, preset, epochs, overrides, ratio, tuned)
     return RunConfig(
         method=method,

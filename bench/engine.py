@@ -32,6 +32,7 @@ from debias_bench.family import DatasetFamily, build_lock
 from debias_bench.method import Method, TrainEnv
 from debias_bench.metrics import SelectionTracker, collect_features, evaluate_split
 from debias_bench.nc import neural_collapse_by_alignment
+from debias_bench.provenance import config_json
 from debias_bench.registry import DATASETS, METHODS
 from debias_bench.states import FailReason, RunFailure
 from debias_bench.store import RunDir
@@ -223,21 +224,20 @@ def pinned_threads(threads: int | None) -> Iterator[None]:
         torch.set_num_threads(before)
 
 
-def _record_fingerprint(run_dir: RunDir, family: DatasetFamily, ratio: float) -> str:
-    """The prepared data's content fingerprint, recorded in the run's config.json; a run that
-    resumes on data that changed since it started is stopped (it would mix two datasets)."""
-    fingerprint = family.fingerprint(ratio)
-    recorded = run_dir.config() if run_dir.config_path.is_file() else {}
-    before = recorded.get("data_fingerprint")
-    if before and before != fingerprint and run_dir.checkpoint_path.is_file():
+def _check_fingerprint(
+    run_dir: RunDir, checkpoint: dict[str, Any] | None, fingerprint: str
+) -> None:
+    """A run that resumes on data that changed since its checkpoint was written is stopped (it
+    would mix two datasets). The fingerprint is recorded in the checkpoint, the live status and
+    the result; config.json, written once when the run is planned, does not hold it."""
+    before = (checkpoint or {}).get("data_fingerprint")
+    if before and before != fingerprint:
         raise BenchError(
-            f"{run_dir.run_id}: the prepared {family.spec.name} data changed since the run "
-            f"started (fingerprint {before} -> {fingerprint})",
+            f"{run_dir.run_id}: the prepared data changed since the run started "
+            f"(fingerprint {before} -> {fingerprint})",
             hint=f"delete {run_dir.checkpoint_path} to retrain it on the current data",
         )
-    if recorded and before != fingerprint:
-        run_dir.write_config({**recorded, "data_fingerprint": fingerprint})
-    return fingerprint
+    run_dir.heartbeat(data_fingerprint=fingerprint)
 
 
 def train_run(
@@ -268,10 +268,13 @@ def _train(
     should_stop: Callable[[int], bool],
     data: LoadedData | None,
 ) -> dict[str, Any]:
-    run_dir.path.mkdir(parents=True, exist_ok=True)
+    run_dir.plan(config_json(config))  # when no sweep planned it (benchmarks, analyses)
     hp = config.hparams
     family, splits, stream, method = _setup(config, place, device, data)
-    fingerprint = _record_fingerprint(run_dir, family, config.ratio) if data is None else None
+    checkpoint = run_dir.load_checkpoint()
+    fingerprint = family.fingerprint(config.ratio) if data is None else None
+    if fingerprint is not None:
+        _check_fingerprint(run_dir, checkpoint, fingerprint)
     accelerate(method.modules(), hp, device)
     amp = amp_dtype(hp.get("amp"), device)
     spec, total_steps = family.spec, method.env.total_steps
@@ -282,7 +285,6 @@ def _train(
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
 
-    checkpoint = run_dir.load_checkpoint()
     if checkpoint is not None:
         method.load_state_dict(checkpoint["method"])
         tracker.load_state_dict(checkpoint["tracker"])
@@ -308,6 +310,7 @@ def _train(
                 "loss_count": count,
                 "train_time": train_time,
                 "prepare_time": prepare_time,
+                "data_fingerprint": fingerprint,
             }
         )
 

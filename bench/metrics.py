@@ -8,6 +8,7 @@ from typing import Any
 import torch
 
 from debias_bench.data import DatasetSpec, Split, eval_batches
+from debias_bench.states import FailReason, RunFailure
 
 SELECTIONS = ("last", "best_valid", "best_test")
 
@@ -18,8 +19,27 @@ def predict_labels(
 ) -> torch.Tensor:
     """Arg-max predictions of ``predict(x) -> logits`` over a split, on the CPU (gathered on
     the device and copied once: one synchronisation per split, not one per batch)."""
-    preds = [predict(batch.x).argmax(1) for batch in eval_batches(split, spec, batch_size, device)]
+    preds, finite = [], torch.ones((), dtype=torch.bool, device=device)
+    for batch in eval_batches(split, spec, batch_size, device):
+        logits = predict(batch.x)
+        _check_shape(logits, len(batch.x), spec.num_classes)
+        finite &= torch.isfinite(logits).all()  # checked once per split: no sync per batch
+        preds.append(logits.argmax(1))
+    if not bool(finite):
+        raise RunFailure(FailReason.BAD_PREDICTIONS, "predict() returned non-finite logits")
     return torch.cat(preds).cpu() if preds else torch.empty(0, dtype=torch.long)
+
+
+def _check_shape(logits: Any, n: int, num_classes: int) -> None:
+    """A method's ``predict`` must give one row of ``num_classes`` logits per image."""
+    shape = tuple(logits.shape) if isinstance(logits, torch.Tensor) else None
+    if shape != (n, num_classes) or not logits.is_floating_point():
+        what = f"a {type(logits).__name__}" if shape is None else f"{logits.dtype} of shape {shape}"
+        raise RunFailure(
+            FailReason.BAD_PREDICTIONS,
+            f"predict() returned {what} for {n} images; expected float logits of shape "
+            f"({n}, {num_classes})",
+        )
 
 
 @torch.no_grad()  # not inference mode: the NC analysis works on these tensors in place

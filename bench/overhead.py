@@ -23,6 +23,7 @@ from debias_bench.grid import Grid, expand
 from debias_bench.launchers import LiveSummary, schedule
 from debias_bench.launchers.local import LocalLauncher
 from debias_bench.launchers.slots import plan_slots
+from debias_bench.states import RunState
 from debias_bench.store import RunStore
 
 #: each tiny run: Vanilla on the ci preset's Colored MNIST subset, evaluated once at the end
@@ -69,7 +70,7 @@ def measure(mode: str, runs: int, place: DataPlace, out: Path) -> Overhead:
     sweep = schedule(launcher, configs, store, live=LiveSummary(runs, io.StringIO()))
     wall = time.perf_counter() - started
     train = sum((o.result or {}).get("train_time_s", 0.0) for o in sweep.outcomes)
-    failed = sum(o.state != "done" for o in sweep.outcomes)
+    failed = sum(o.state is not RunState.DONE for o in sweep.outcomes)
     return Overhead(mode, runs, wall, train, failed)
 
 

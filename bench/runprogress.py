@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 
 from debias_bench.engine import Progress
+from debias_bench.states import RunState
 
 
 def fmt_duration(seconds: float) -> str:
@@ -118,7 +119,7 @@ class Live:
     @classmethod
     def from_status(cls, status: dict[str, Any], now: float | None = None) -> Live | None:
         """None unless the status is a running run's that reported its total steps."""
-        if status.get("state") != "running" or not status.get("total_steps"):
+        if status.get("state") != RunState.RUNNING or not status.get("total_steps"):
             return None
         now = time.time() if now is None else now
         eta = status.get("eta_s")

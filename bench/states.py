@@ -43,6 +43,9 @@ class RunState(str, Enum):
 
 #: the states in which a run counts as finished successfully (``bench run`` exits 0)
 SUCCESS = frozenset({RunState.DONE, RunState.SKIPPED})
+#: how a sweep's progress line and ``bench status`` count a state (a skip is finished, an
+#: interruption is still to do)
+COUNTED_AS = {RunState.SKIPPED: RunState.DONE, RunState.INTERRUPTED: RunState.PENDING}
 #: the states that a rerun resumes without being asked
 RESUMABLE = frozenset({RunState.PENDING, RunState.INTERRUPTED, RunState.DEAD})
 
@@ -59,6 +62,7 @@ class FailReason(str, Enum):
     KILLED = "killed by signal"  # the worker was killed (SIGKILL, OOM killer) mid-run
     DIED = "process died"  # it vanished without recording an outcome, too often
     NOT_STARTED = "did not start"  # the worker or job ended before the run started
+    BAD_PREDICTIONS = "bad predictions"  # predict() gave non-finite logits or a wrong shape
 
     def __str__(self) -> str:
         return self.value
@@ -81,11 +85,56 @@ class RunFailure(BenchError):
         self.fields = fields
 
 
+#: the changes of recorded state a run may make: stored state -> states it may move to.
+#: ``corrupt`` is never recorded (it is what a reader finds); a ``done`` run never changes.
+LEGAL: dict[RunState, frozenset[RunState]] = {
+    RunState.PENDING: frozenset(
+        {RunState.PENDING, RunState.RUNNING, RunState.SKIPPED, RunState.FAILED}
+    ),
+    RunState.RUNNING: frozenset(
+        {
+            RunState.RUNNING,  # a restart over a dead process's status
+            RunState.DONE,
+            RunState.FAILED,
+            RunState.INTERRUPTED,
+            RunState.SKIPPED,
+            RunState.DEAD,
+        }
+    ),
+    RunState.DEAD: frozenset({RunState.DEAD, RunState.RUNNING, RunState.FAILED}),
+    RunState.INTERRUPTED: frozenset(
+        {RunState.INTERRUPTED, RunState.RUNNING, RunState.FAILED, RunState.SKIPPED}
+    ),
+    RunState.FAILED: frozenset({RunState.FAILED, RunState.RUNNING, RunState.SKIPPED}),
+    RunState.SKIPPED: frozenset({RunState.SKIPPED, RunState.RUNNING, RunState.PENDING}),
+    RunState.DONE: frozenset({RunState.DONE}),
+    RunState.CORRUPT: frozenset(),
+}
+
+
+class IllegalTransition(RuntimeError):
+    """A state change that :data:`LEGAL` does not allow: a bug in bench, not a user error."""
+
+
+def check_transition(stored: RunState, target: RunState, has_result: bool) -> None:
+    """Raise IllegalTransition unless a run recorded as ``stored`` may move to ``target``;
+    ``done`` needs a verified result (``has_result``), and a run that has one stays done."""
+    if target is RunState.DONE and not has_result:
+        raise IllegalTransition("a run is done only with a complete, verified result.json")
+    if has_result and target is not RunState.DONE:
+        raise IllegalTransition(f"a done run cannot become {target}")
+    if target not in LEGAL[stored]:
+        raise IllegalTransition(f"a {stored} run cannot become {target}")
+
+
 def parse_state(value: Any) -> RunState:
     """The state recorded in a ``status.json`` (``pending`` when none was recorded)."""
     if value is None:
         return RunState.PENDING
-    return RunState(value)  # ValueError for a foreign value: the caller calls it corrupt
+    state = RunState(value)  # ValueError for a foreign value: the caller calls it corrupt
+    if state is RunState.CORRUPT:
+        raise ValueError("corrupt is found by readers, never recorded")
+    return state
 
 
 def failure_reason(status: dict[str, Any]) -> FailReason | None:

@@ -38,105 +38,36 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import torch
 
 from debias_bench.errors import CorruptDataError
+from debias_bench.jsonio import read_json, write_atomic, write_json, writing
+from debias_bench.metrics import SELECTIONS
 from debias_bench.states import (
     HEARTBEAT_EVERY_S,
     STALE_AFTER_S,
     Facts,
     FailReason,
     RunState,
+    check_transition,
     effective_state,
     parse_state,
 )
 
 #: every run state (the enum lives in ``debias_bench.states``)
 STATES = tuple(RunState)
+#: the suffix of a file or run folder moved aside (the fixes of faults say ``mv X X.bad``)
+MOVED_ASIDE = ".bad"
 #: the files whose presence makes a directory of the store a run
 RUN_FILES = ("config.json", "status.json", "result.json", "metrics.jsonl", "checkpoint.pt")
 #: serialises read-modify-write of status.json between the threads of one process
 _STATUS_LOCK = threading.RLock()
 
-__all__ = [
-    "HEARTBEAT_EVERY_S",
-    "STALE_AFTER_S",
-    "STATES",
-    "Heartbeat",
-    "RunDir",
-    "RunStore",
-    "read_json",
-    "write_atomic",
-    "write_json",
-]
-
-
-@contextlib.contextmanager
-def _writing(path: Path, tmp: Path | None = None) -> Iterator[None]:
-    """Name ``path`` in an OSError raised while writing it (a bare ENOSPC from ``write()``
-    names no file), mark it as a store write, and remove the temporary file ``tmp``."""
-    try:
-        yield
-    except BaseException as exc:
-        if tmp is not None:
-            with contextlib.suppress(OSError):
-                tmp.unlink()
-        cause = _os_error(exc) if isinstance(exc, Exception) else None  # not Ctrl-C
-        if cause is None:
-            raise
-        named = OSError(cause.errno, cause.strerror or str(cause), str(path))
-        named.store_write = True  # type: ignore[attr-defined]
-        raise named from exc
-
-
-def _os_error(exc: BaseException | None) -> OSError | None:
-    """The OSError behind ``exc``: itself, or one it was raised from or during (torch.save
-    turns a full disk into ``RuntimeError: unexpected pos`` raised while handling it)."""
-    seen = set()
-    while exc is not None and id(exc) not in seen:
-        if isinstance(exc, OSError):
-            return exc
-        seen.add(id(exc))
-        exc = exc.__cause__ or exc.__context__
-    return None
-
-
-def write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    with _writing(path, tmp):
-        with open(tmp, "w") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-
-
-def write_json(path: Path, data: Any) -> None:
-    write_atomic(path, json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"holds {name}")
-
-
-def read_json(path: Path, strict: bool = False) -> Any:
-    """The JSON in ``path``; CorruptDataError when it is torn, not UTF-8 or unreadable.
-    ``strict``: NaN and Infinity are errors too (a result must be finite)."""
-    try:
-        text = path.read_text()
-        if strict:
-            return json.loads(text, parse_constant=_reject_constant)
-        return json.loads(text)
-    except FileNotFoundError:
-        raise
-    except (ValueError, UnicodeDecodeError) as exc:  # JSONDecodeError is a ValueError
-        raise CorruptDataError(f"{path} is not valid JSON ({exc})") from exc
-    except OSError as exc:
-        raise CorruptDataError(f"cannot read {path} ({exc})") from exc
+__all__ = ["HEARTBEAT_EVERY_S", "STALE_AFTER_S", "STATES", "RunDir", "RunStore"]
 
 
 def _pid_alive(pid: int) -> bool:
@@ -151,6 +82,47 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+def _described_run(config: dict[str, Any]) -> str:
+    """The run id that ``config``'s values hash to, or why it cannot be computed."""
+    from debias_bench.config import RunConfig
+    from debias_bench.errors import UnknownNameError
+
+    try:
+        return RunConfig.from_json(config).run_id
+    except UnknownNameError as exc:  # a plugin method whose plugin is not loaded
+        return f"cannot be verified: {exc.message} (load its plugin with BENCH_PLUGINS)"
+    except (KeyError, TypeError, ValueError) as exc:
+        return f"cannot be read as a run config ({type(exc).__name__}: {exc})"
+
+
+#: (path, mtime, size) -> the stamp read from that checkpoint (reading it again is not free)
+_STAMPS: dict[tuple[str, int, int], dict[str, Any]] = {}
+
+
+def _checkpoint_stamp(path: Path) -> dict[str, Any] | None:
+    """The stamp a checkpoint carries (``{}`` for one without); None when there is no
+    checkpoint. Read with ``mmap``, so the tensors are not loaded; CorruptDataError when the
+    file cannot be read."""
+    try:
+        stat = path.stat()
+    except FileNotFoundError:
+        return None
+    key = (str(path), stat.st_mtime_ns, stat.st_size)
+    if key not in _STAMPS:
+        try:
+            state = torch.load(path, map_location="cpu", weights_only=False, mmap=True)
+        except Exception as exc:
+            raise CorruptDataError(
+                f"cannot read checkpoint {path}: {exc}",
+                hint=f"move it aside (mv {path} {path}.bad); `bench run` with the same grid "
+                "then trains the run from scratch",
+            ) from exc
+        stamp = state.get("stamp") if isinstance(state, dict) else None
+        _STAMPS.clear() if len(_STAMPS) > 4096 else None
+        _STAMPS[key] = dict(stamp) if isinstance(stamp, dict) else {}
+    return _STAMPS[key]
+
+
 def _incomplete(result: Any) -> str | None:
     """Why a parsed result.json is not a complete result (None when it is)."""
     if not isinstance(result, dict):
@@ -158,12 +130,25 @@ def _incomplete(result: Any) -> str | None:
     selections = result.get("selections")
     if not isinstance(selections, dict) or not selections:
         return "has no selections"
+    missing = [name for name in SELECTIONS if name not in selections]
+    if missing:
+        return f"has no {', '.join(missing)} selection"
     for name, chosen in selections.items():
         for split in ("valid", "test"):
-            accuracy = (chosen or {}).get(split, {}).get("accuracy")
+            metrics = (chosen or {}).get(split) if isinstance(chosen, dict) else None
+            accuracy = metrics.get("accuracy") if isinstance(metrics, dict) else None
             if not isinstance(accuracy, int | float) or not math.isfinite(accuracy):
                 return f"has no finite {split} accuracy for selection {name!r}"
     return None
+
+
+def _is_record(record: Any) -> bool:
+    """An evaluation record: a JSON object with an integer ``step`` (anything else on a line of
+    ``metrics.jsonl`` is skipped, like a torn line)."""
+    if not isinstance(record, dict):
+        return False
+    step = record.get("step")
+    return isinstance(step, int) and not isinstance(step, bool) and step >= 0
 
 
 def _parse_metrics_line(line: str) -> dict[str, Any] | None:
@@ -175,7 +160,7 @@ def _parse_metrics_line(line: str) -> dict[str, Any] | None:
         return None
     try:
         record = json.loads(line)
-        return record if isinstance(record, dict) and "step" in record else None
+        return record if _is_record(record) else None
     except ValueError:
         pass
     decoder = json.JSONDecoder()
@@ -183,13 +168,16 @@ def _parse_metrics_line(line: str) -> dict[str, Any] | None:
     while start != -1:
         with contextlib.suppress(ValueError):
             record, end = decoder.raw_decode(line, start)
-            if end == len(line) and isinstance(record, dict) and "step" in record:
+            if end == len(line) and _is_record(record):
                 return record
         start = line.find('{"', start + 1)
     return None
 
 
 class RunDir:
+    """One run's record, and its only writer: every file of the run is written here, by the
+    process that holds the run's lock, and every read is verified against the run's id."""
+
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
 
@@ -203,13 +191,24 @@ class RunDir:
     def run_id(self) -> str:
         return self.path.name
 
-    # ---------------------------------------------------------------- config / status
-    def write_config(self, config: dict[str, Any]) -> None:
+    # ---------------------------------------------------------------- plan / config
+    def plan(self, config: dict[str, Any]) -> bool:
+        """Write ``config.json`` and a ``pending`` status: the one time a run's config is
+        written. Does nothing when the run already has a config (it is verified on every read
+        instead); returns whether it wrote. The caller holds the run's lock."""
+        if config.get("run_id") != self.run_id:
+            raise ValueError(f"config of run {config.get('run_id')!r} planned as {self.run_id}")
+        if self.config_path.exists():
+            return False
         self.path.mkdir(parents=True, exist_ok=True)
         write_json(self.config_path, config)
+        if not self.status_path.exists():
+            write_json(self.status_path, {"state": RunState.PENDING.value, "planned": time.time()})
+        return True
 
     def config(self) -> dict[str, Any]:
-        """The run's config; CorruptDataError (with the fix) when it is missing or torn."""
+        """The run's verified config; CorruptDataError (with the fix) when it is missing, torn,
+        or describes another run than the one its folder is named after."""
         try:
             config = read_json(self.config_path)
         except FileNotFoundError as exc:
@@ -222,7 +221,32 @@ class RunDir:
             raise CorruptDataError(
                 f"{self.config_path} is not a JSON object", hint=self._fix("config.json")
             )
+        self._verify_config(config)
         return config
+
+    def _verify_config(self, config: dict[str, Any]) -> None:
+        """The run id recomputed from ``config`` must be the folder's name, and so must the id
+        it records: a copied folder or a hand-edited value never passes for this run."""
+        described = _described_run(config)
+        if described == self.run_id and config.get("run_id") == self.run_id:
+            return
+        if described.startswith("cannot "):
+            raise CorruptDataError(f"{self.config_path} {described}", hint=self._fix("foreign"))
+        raise CorruptDataError(
+            f"{self.config_path} does not match run id {self.run_id}: its values describe run "
+            f"{described} (a copied folder or an edited config)",
+            hint=self._fix("foreign"),
+        )
+
+    def config_digest(self) -> str:
+        """The digest of the run's verified config (:attr:`RunConfig.digest`)."""
+        from debias_bench.config import RunConfig
+
+        return RunConfig.from_json(self.config()).digest
+
+    def _stamp(self) -> dict[str, str]:
+        """What ``result.json`` and the checkpoint carry to say whose they are."""
+        return {"run_id": self.run_id, "config_digest": self.config_digest()}
 
     def status(self) -> dict[str, Any]:
         """The recorded status (``{"state": "pending"}`` when none was recorded);
@@ -246,21 +270,24 @@ class RunDir:
             ) from exc
         return status
 
-    def set_status(
-        self, state: RunState | str, reason: FailReason | str | None = None, **fields: Any
+    def transition(
+        self, state: RunState, reason: FailReason | str | None = None, **fields: Any
     ) -> dict[str, Any]:
-        """Record ``state`` (with ``fields``) in status.json.
+        """Move the run to ``state`` (with ``fields``), recorded in status.json; the one way a
+        run's state changes. Raises IllegalTransition for a change :data:`LEGAL` does not allow
+        (a done run never changes state; ``done`` needs a verified result).
 
         ``reason``: for ``failed``, a :class:`FailReason` (default: the one already recorded
         for a failed run, else ``crashed``), with the details in ``error``; for ``skipped``,
         the method's explanation. Other states drop it. Example, a divergence::
 
-            run_dir.set_status(RunState.FAILED, reason=FailReason.DIVERGED,
+            run_dir.transition(RunState.FAILED, reason=FailReason.DIVERGED,
                                error="train loss is nan at step 120", step=120)
         """
         state = RunState(state)
         with _STATUS_LOCK:
             previous = self.status()
+            check_transition(self._recorded_state(previous), state, self._has_result())
             status = {**previous, **fields, "state": state.value, "updated": time.time()}
             if state is RunState.FAILED:
                 kept = previous.get("reason") if previous.get("state") == state else None
@@ -275,6 +302,19 @@ class RunDir:
             write_json(self.status_path, status)
         return status
 
+    def _recorded_state(self, status: dict[str, Any]) -> RunState:
+        """The state the status records; a ``done`` whose result was moved aside is pending."""
+        stored = parse_state(status.get("state"))
+        if stored is RunState.DONE and not self._has_result():
+            return RunState.PENDING
+        return stored
+
+    def _has_result(self) -> bool:
+        try:
+            return self._result() is not None
+        except CorruptDataError:
+            return False
+
     def heartbeat(self, **fields: Any) -> None:
         with _STATUS_LOCK:
             status = self.status()
@@ -282,9 +322,20 @@ class RunDir:
                 return  # not (or no longer) ours to beat
             write_json(self.status_path, {**status, **fields, "heartbeat": time.time()})
 
+    def mark_dead(self, error: str, **fields: Any) -> None:
+        """Record that the run's process died during the run without recording an outcome
+        (kill -9, the OOM killer, a crashed interpreter, a cancelled job): ``dead``, which a
+        plain rerun resumes from its checkpoint. Called by the launcher that started it."""
+        self.transition(RunState.DEAD, error=error, heartbeat=0.0, **fields)
+
     # ---------------------------------------------------------------- faults and state
     def _fix(self, name: str) -> str:
         path = self.path / name
+        if name == "foreign":
+            return (
+                f"the folder holds another run's files; move it aside (mv {self.path} "
+                f"{self.path}.bad) and `bench run` with the same grid trains this run afresh"
+            )
         if name == "config.json" and not path.exists():
             return (
                 "`bench run` with the grid that made this run writes it again; or move the "
@@ -294,11 +345,13 @@ class RunDir:
             "config.json": "then writes it again",
             "status.json": "then resumes the run (from its checkpoint when it has one)",
             "result.json": "then redoes the run's end from its checkpoint (all of it without)",
+            "checkpoint.pt": "then trains the run from scratch",
         }[name]
         return f"move it aside (mv {path} {path}.bad); `bench run` with the same grid {redo}"
 
     def fault(self) -> str | None:
-        """The first missing or unreadable file of the run, and the fix; None when none is."""
+        """The first missing, unreadable or foreign file of the run, and the fix; None when
+        none is."""
         return self._read()[2]
 
     def _read(self) -> tuple[dict[str, Any], dict[str, Any] | None, str | None]:
@@ -309,6 +362,8 @@ class RunDir:
                 self.config()
             status = self.status()
             result = self._result()
+            if result is None:
+                self._check_checkpoint()
         except CorruptDataError as exc:
             return status, None, str(exc)
         return status, result, None
@@ -319,17 +374,42 @@ class RunDir:
 
     def _result(self) -> dict[str, Any] | None:
         """The complete result, None when there is none; CorruptDataError when it is torn,
-        not finite or incomplete."""
+        not finite, incomplete, or written for another run or configuration."""
         try:
             result = read_json(self.result_path, strict=True)
         except FileNotFoundError:
             return None
         except CorruptDataError as exc:
             raise CorruptDataError(exc.message, hint=self._fix("result.json")) from exc
-        problem = _incomplete(result)
+        problem = _incomplete(result) or self._foreign(result, "result.json")
         if problem:
             raise CorruptDataError(f"{self.result_path} {problem}", hint=self._fix("result.json"))
         return result
+
+    def _foreign(self, stamped: dict[str, Any], name: str) -> str | None:
+        """Why ``stamped`` (a result or a checkpoint) is not this run's, None when it is.
+
+        Results written before results carried a config digest (bench < 0.2) are checked by
+        their run id alone; checkpoints must carry both."""
+        if stamped.get("run_id") != self.run_id:
+            return f"belongs to run {stamped.get('run_id')!r}, not {self.run_id}"
+        digest = stamped.get("config_digest")
+        if digest is None and name == "result.json":
+            return None
+        if digest != self.config_digest():
+            return "was written for another configuration of this run id (config digest differs)"
+        return None
+
+    def _check_checkpoint(self) -> None:
+        """CorruptDataError when the checkpoint is another run's: it is never resumed from."""
+        stamp = _checkpoint_stamp(self.checkpoint_path)
+        if stamp is None:
+            return
+        problem = self._foreign(stamp, "checkpoint.pt")
+        if problem:
+            raise CorruptDataError(
+                f"{self.checkpoint_path} {problem}", hint=self._fix("checkpoint.pt")
+            )
 
     def facts(self) -> Facts:
         """What the store says about the run, for :func:`debias_bench.states.effective_state`."""
@@ -364,7 +444,7 @@ class RunDir:
         holds it. Waits up to ``wait_s`` (a reader's momentary shared lock is not an owner).
         Where the file system has no locks, yields True (the heartbeat then decides)."""
         self.path.mkdir(parents=True, exist_ok=True)
-        with _writing(self.lock_path):
+        with writing(self.lock_path):
             fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             deadline = time.monotonic() + wait_s
@@ -425,7 +505,7 @@ class RunDir:
     def append_metrics(self, record: dict[str, Any]) -> None:
         """Append one record; it starts on a fresh line even after a torn one."""
         line = json.dumps(record, sort_keys=True) + "\n"
-        with _writing(self.metrics_path), open(self.metrics_path, "ab+") as handle:
+        with writing(self.metrics_path), open(self.metrics_path, "ab+") as handle:
             if handle.seek(0, os.SEEK_END) > 0:
                 handle.seek(-1, os.SEEK_END)
                 if handle.read(1) != b"\n":
@@ -455,31 +535,42 @@ class RunDir:
 
     # ---------------------------------------------------------------- checkpoint / result
     def save_checkpoint(self, state: dict[str, Any]) -> None:
+        """Write the checkpoint, stamped with the run id and config digest (``stamp``)."""
         tmp = self.checkpoint_path.with_name(f".checkpoint.{os.getpid()}.tmp")
-        with _writing(self.checkpoint_path, tmp):
+        stamped = {**state, "stamp": self._stamp()}
+        with writing(self.checkpoint_path, tmp):
             with open(tmp, "wb") as handle:  # a handle: a full disk raises OSError (ENOSPC)
-                torch.save(state, handle)
+                torch.save(stamped, handle)
                 handle.flush()
                 os.fsync(handle.fileno())
             os.replace(tmp, self.checkpoint_path)
 
     def load_checkpoint(self) -> dict[str, Any] | None:
+        """The run's checkpoint, None when there is none; CorruptDataError naming the file when
+        it is torn or another run's (a foreign checkpoint is never resumed from)."""
         if not self.checkpoint_path.is_file():
             return None
+        self._check_checkpoint()
         try:
             return torch.load(self.checkpoint_path, map_location="cpu", weights_only=False)
-        except Exception as exc:  # a torn or foreign file: say which
+        except Exception as exc:  # a torn file: say which
             raise CorruptDataError(
                 f"cannot read checkpoint {self.checkpoint_path}: {exc}",
-                hint="delete it to restart the run from scratch",
+                hint=self._fix("checkpoint.pt"),
             ) from exc
 
     def write_result(self, result: dict[str, Any]) -> None:
-        write_json(self.result_path, result)
+        """Write the final result, stamped with the run id and config digest; it must be
+        complete (the run is done from now on)."""
+        stamped = {**result, **self._stamp()}
+        problem = _incomplete(stamped)
+        if problem:
+            raise ValueError(f"a result that {problem} is not written")
+        write_json(self.result_path, stamped)
 
     def result(self) -> dict[str, Any] | None:
         """The complete result; None when there is none, CorruptDataError (with the fix) when
-        result.json is torn, not finite or incomplete."""
+        result.json is torn, not finite, incomplete or another run's."""
         return self._result()
 
     def is_done(self) -> bool:
@@ -488,47 +579,6 @@ class RunDir:
             return self._result() is not None
         except CorruptDataError:
             return False
-
-
-class Heartbeat:
-    """Refreshes a running run's heartbeat from a thread, so a long stretch of training
-    between two evaluations does not look like a dead run to another host, and reports the
-    run's live progress with it (``step``, ``steps_per_s``, ``eta_s``; see :meth:`report`)
-    at least every ``every_s``, also when a single step takes longer than that."""
-
-    #: run directory -> the function giving its live progress fields (set by the run's
-    #: progress callbacks, which the engine calls; read by the run's heartbeat thread)
-    _sources: ClassVar[dict[Path, Callable[[], dict[str, Any]]]] = {}
-
-    def __init__(self, run_dir: RunDir, every_s: float = 10.0) -> None:
-        self.run_dir, self.every_s = run_dir, every_s
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._beat, name="heartbeat", daemon=True)
-
-    @classmethod
-    def report(cls, run_dir: RunDir, source: Callable[[], dict[str, Any]] | None) -> None:
-        """Beat with ``source()``'s fields from now on (None: stop reporting), and once now."""
-        if source is None:
-            cls._sources.pop(run_dir.path, None)
-            return
-        cls._sources[run_dir.path] = source
-        with contextlib.suppress(Exception):
-            run_dir.heartbeat(**source())
-
-    def _beat(self) -> None:
-        while not self._stop.wait(self.every_s):
-            with contextlib.suppress(Exception):  # a missed beat is not worth a crash
-                source = self._sources.get(self.run_dir.path)
-                self.run_dir.heartbeat(**(source() if source else {}))
-
-    def __enter__(self) -> Heartbeat:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-        self._sources.pop(self.run_dir.path, None)
 
 
 class RunStore:
@@ -542,13 +592,17 @@ class RunStore:
 
     def runs(self) -> Iterator[RunDir]:
         """Every run directory, including those whose config.json is missing or unreadable
-        (they are corrupt: ``RunDir.fault`` says why); hidden folders are not runs."""
+        (they are corrupt: ``RunDir.fault`` says why); hidden folders and folders moved aside
+        (``<run id>.bad``, as the fixes say) are not runs."""
         if not self.root.is_dir():
             return iter(())
         return (
             RunDir(p)
             for p in sorted(self.root.iterdir())
-            if p.is_dir() and not p.name.startswith(".") and RunDir(p)._has_files()
+            if p.is_dir()
+            and not p.name.startswith(".")
+            and not p.name.endswith(MOVED_ASIDE)
+            and RunDir(p)._has_files()
         )
 
     def readable_runs(self) -> Iterator[RunDir]:

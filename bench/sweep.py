@@ -23,64 +23,36 @@ by a signal or a SLURM preemption is not a new attempt).
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
-import re
-import subprocess
 import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import torch
 
-from debias_bench import __version__
 from debias_bench.config import RunConfig
 from debias_bench.engine import DataPlace, Interrupted, Progress, train_run
 from debias_bench.errors import BenchError
+from debias_bench.heartbeat import Heartbeat
+from debias_bench.provenance import config_json, provenance
 from debias_bench.registry import DATASETS, METHODS
 from debias_bench.runprogress import Pace
-from debias_bench.states import Decision, RunState, classify, effective_state
+from debias_bench.states import (
+    Decision,
+    FailReason,
+    RunFailure,
+    RunState,
+    classify,
+    effective_state,
+    parse_state,
+)
 from debias_bench.states import decide as decide_state
-from debias_bench.store import Heartbeat, RunDir, RunStore
+from debias_bench.store import RunDir, RunStore
 
 #: default of ``--max-attempts``
 MAX_ATTEMPTS = 3
-
-
-def git_commit(here: Path = Path(__file__).parent) -> str | None:
-    """The commit of the code: ``git rev-parse`` in a checkout, else the ``COMMIT`` file that
-    ``git archive`` fills in (``export-subst``, .gitattributes) for a copy of the code without
-    ``.git``, such as a frozen copy running a long reproduction; None when neither tells."""
-    try:
-        out = subprocess.run(
-            ["git", "rev-parse", "HEAD"],
-            cwd=here,
-            capture_output=True,
-            text=True,
-            timeout=5,
-            check=True,
-        )
-        return out.stdout.strip() or None
-    except (OSError, subprocess.SubprocessError):
-        pass
-    try:
-        stamped = (here / "COMMIT").read_text().strip()
-    except OSError:
-        return None
-    return stamped if re.fullmatch(r"[0-9a-f]{40}", stamped) else None
-
-
-@functools.cache
-def provenance() -> dict[str, Any]:
-    return {"code_version": __version__, "git_commit": git_commit(), "torch": torch.__version__}
-
-
-def config_json(config: RunConfig) -> dict[str, Any]:
-    """What a run's ``config.json`` holds: the config, its id and the code's provenance."""
-    return {**config.to_json(), "run_id": config.run_id, "provenance": provenance()}
 
 
 @dataclass
@@ -100,6 +72,16 @@ def decide(
     facts = run_dir.facts()
     state = effective_state(facts, owned=owned)
     return decide_state(state, facts.attempts, retry_failed, max_attempts, facts.fault)
+
+
+def record_decision(run_dir: RunDir, decision: Decision, owned: bool = False) -> None:
+    """Record what ``decision`` says the run's owner records (a dead run given up on is
+    failed), so the sweep and ``bench status`` agree. ``owned``: the caller holds the lock."""
+    if decision.record_failure is None:
+        return
+    with contextlib.nullcontext(True) if owned else run_dir.claim() as held:
+        if held and run_dir.effective_state(owned=True) is RunState.DEAD:
+            run_dir.transition(RunState.FAILED, reason=decision.record_failure, error=decision.note)
 
 
 def run_one(
@@ -125,15 +107,11 @@ def run_one(
         if not owned:
             return Outcome(config, run_dir, RunState.RUNNING, "running in another process")
         try:
-            if not run_dir.config_path.exists():  # deleted: its id is the hash of this config
-                run_dir.write_config(config_json(config))
+            run_dir.plan(config_json(config))  # a deleted config.json: its id is its hash
             decision = decide(run_dir, retry_failed, max_attempts, owned=True)
             if not decision.run and decision.state is RunState.DONE:
                 return Outcome(config, run_dir, RunState.DONE, decision.note, run_dir.result())
-            if decision.record_failure:
-                run_dir.set_status(
-                    RunState.FAILED, reason=decision.record_failure, error=decision.note
-                )
+            record_decision(run_dir, decision, owned=True)
             if not decision.run:
                 return Outcome(config, run_dir, decision.state, decision.note)
             return _execute(
@@ -159,7 +137,7 @@ def _record_failure(run_dir: RunDir, exc: BaseException, **fields: Any) -> str:
     reason, message, extra = classify(exc)
     run_dir.remove_temp_files()
     try:
-        run_dir.set_status(
+        run_dir.transition(
             RunState.FAILED, reason=reason, error=message, ended=time.time(), **extra, **fields
         )
     except OSError as again:
@@ -171,7 +149,7 @@ def _record(run_dir: RunDir, state: RunState, **fields: Any) -> None:
     """Record a state on the way out of a run (interrupted): best effort, a full disk must
     not hide the interruption."""
     with contextlib.suppress(OSError):
-        run_dir.set_status(state, ended=time.time(), **fields)
+        run_dir.transition(state, ended=time.time(), **fields)
 
 
 def _execute(
@@ -187,18 +165,18 @@ def _execute(
     """Train the run; the caller holds its lock."""
     method_cls = METHODS.get(config.method)
     reason = method_cls.skip(DATASETS.get(config.dataset).spec, config.hparams)
-    run_dir.write_config(config_json(config))
     if reason:
-        run_dir.set_status(RunState.SKIPPED, reason=reason)
+        run_dir.transition(RunState.SKIPPED, reason=reason)
         return Outcome(config, run_dir, RunState.SKIPPED, reason)
     run_dir.remove_temp_files()  # left by a process that died mid-write
     if not run_dir.checkpoint_path.is_file():
         run_dir.truncate_metrics(0)  # from scratch: records of an earlier attempt would repeat
     previous = run_dir.status()
     attempt = int(previous.get("attempt", 0)) + int(decision.new_attempt)
-    run_dir.set_status(
+    run_dir.transition(
         RunState.RUNNING,
         attempt=attempt,
+        provenance=provenance(),  # the code that trains it (config.json: the code that planned)
         device=str(device),
         started=time.time(),
         first_started=previous.get("first_started") or time.time(),
@@ -222,6 +200,13 @@ def _execute(
         except KeyboardInterrupt:
             _record(run_dir, RunState.INTERRUPTED, note="keyboard interrupt; rerun to resume")
             raise
+        except SystemExit as exc:  # method or dataset code called sys.exit(): a failed run
+            failure = RunFailure(
+                FailReason.CRASHED, f"the run's code called sys.exit({exc.code!r}) during the run"
+            )
+            tail = "".join(traceback.format_exception(exc)[-6:])
+            message = _record_failure(run_dir, failure, traceback_tail=tail, exit_code=1)
+            return Outcome(config, run_dir, RunState.FAILED, message, ran=True)
         except Exception as exc:
             # a named failure (diverged, corrupt data, ...) says all in its message; a crash
             # keeps the end of its traceback for `bench status --failed`
@@ -231,7 +216,7 @@ def _execute(
             return Outcome(config, run_dir, RunState.FAILED, message, ran=True)
     note = ""
     try:
-        run_dir.set_status(RunState.DONE, exit_code=0, ended=time.time())
+        run_dir.transition(RunState.DONE, exit_code=0, ended=time.time())
     except OSError as exc:  # the result is complete and readable: the run is done
         note = f"status.json not updated: [Errno {exc.errno}] {exc.strerror}"
     return Outcome(config, run_dir, RunState.DONE, note, result, ran=True)
@@ -280,11 +265,7 @@ def plan(store: RunStore, configs: list[RunConfig]) -> int:
             continue
         try:
             with run_dir.claim(wait_s=0) as owned:
-                if owned and not run_dir.config_path.is_file():
-                    run_dir.write_config(config_json(config))
-                    if not run_dir.status_path.exists():
-                        run_dir.set_status(RunState.PENDING, planned=time.time())
-                        planned += 1
+                planned += bool(owned and run_dir.plan(config_json(config)))
         except OSError:
             continue
     return planned
@@ -297,14 +278,14 @@ def record_submission(run_dir: RunDir, job_id: str) -> None:
         if not owned or run_dir.fault():
             return  # a corrupt run is not submitted (``decide``); never write over its files
         status = run_dir.status()
-        state = RunState(status.get("state", RunState.PENDING))
+        state = parse_state(status.get("state"))
         started_by_it = status.get("slurm_job_id") == job_id
         if state is not RunState.RUNNING and not run_dir.is_done() and not started_by_it:
-            run_dir.set_status(state, submitted_job_id=job_id)
+            run_dir.transition(state, submitted_job_id=job_id)
 
 
 def worker_identity() -> dict[str, Any]:
-    """Where this process runs, for status.json (host and pid are added by set_status)."""
+    """Where this process runs, for status.json (host and pid are added by RunDir.transition)."""
     out: dict[str, Any] = {"threads": torch.get_num_threads()}
     job = os.environ.get("SLURM_ARRAY_JOB_ID"), os.environ.get("SLURM_ARRAY_TASK_ID")
     if all(job):

@@ -262,7 +262,7 @@ def test_stop_or_kill_a_sweep_then_resume(tmp_path, in_process, how):
 
 def test_run_status_json_is_never_torn(tmp_path):
     """A reader polling status.json while the heartbeat thread and the run write it."""
-    from debias_bench.store import Heartbeat
+    from debias_bench.heartbeat import Heartbeat
 
     run_dir = RunStore(tmp_path).run("r")
     run_dir.write_config({})

@@ -17,7 +17,8 @@ from debias_bench.config import make_config
 from debias_bench.engine import Progress
 from debias_bench.launchers.scheduler import LiveSummary, summary_line
 from debias_bench.runprogress import Live, LogLines, Pace, sweep_eta
-from debias_bench.store import Heartbeat, RunStore
+from debias_bench.heartbeat import Heartbeat
+from debias_bench.store import RunStore
 from debias_bench.sweep import run_one
 
 

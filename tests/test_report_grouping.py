@@ -20,7 +20,7 @@ from debias_bench.reporting import build_tables, load_records
 from debias_bench.reporting.grouping import apply_where, parse_where
 from debias_bench.states import RunState
 from debias_bench.store import RunStore
-from debias_bench.sweep import config_json
+from debias_bench.provenance import config_json
 
 
 def write(

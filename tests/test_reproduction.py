@@ -29,7 +29,7 @@ from debias_bench.reproduction import (
     write_csv,
 )
 from debias_bench.store import RunStore
-from debias_bench.sweep import git_commit
+from debias_bench.provenance import git_commit
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -20,9 +20,12 @@ from debias_bench.states import (
     classify,
     decide,
     effective_state,
+    IllegalTransition,
     failure_reason,
 )
-from debias_bench.store import RunStore, write_atomic
+from debias_bench.jsonio import write_atomic
+from debias_bench.store import RunStore
+from planted import finish, plant
 
 S = RunState
 
@@ -118,22 +121,52 @@ def test_a_failed_write_names_the_file_and_leaves_no_temporary(tmp_path, monkeyp
     assert list(tmp_path.iterdir()) == []
 
 
-def test_set_status_records_a_declared_reason(tmp_path):
-    run = RunStore(tmp_path).run("r")
-    run.write_config({})
-    run.set_status(S.FAILED, reason=FailReason.DIVERGED, error="loss is inf at step 8", step=8)
+def test_transition_records_a_declared_reason(tmp_path):
+    run = plant(RunStore(tmp_path))
+    run.transition(S.RUNNING, attempt=1)
+    run.transition(S.FAILED, reason=FailReason.DIVERGED, error="loss is inf at step 8", step=8)
     status = json.loads(run.status_path.read_text())
     assert (status["state"], status["reason"], status["step"]) == ("failed", "diverged", 8)
-    run.set_status(S.FAILED, submitted_job_id="12")  # the reason is kept
+    run.transition(S.FAILED, submitted_job_id="12")  # the reason is kept
     assert run.status()["reason"] == "diverged"
-    run.set_status(S.RUNNING)  # and dropped when the run starts again
+    run.transition(S.RUNNING)  # and dropped when the run starts again
     assert "reason" not in run.status()
     with pytest.raises(ValueError):
-        run.set_status(S.FAILED, reason="out of luck")  # not a declared reason
+        run.transition(S.FAILED, reason="out of luck")  # not a declared reason
     assert failure_reason({"state": "failed", "error": "timed out after 5 s (killed)"}) == (
         FailReason.TIMED_OUT
     )  # a status written before reasons were recorded
     assert failure_reason({"state": "failed", "error": "boom"}) is FailReason.CRASHED
+
+
+@pytest.mark.parametrize(
+    "stored,target",
+    [
+        (S.PENDING, S.DONE),  # done needs a verified result
+        (S.PENDING, S.DEAD),  # only a running run dies
+        (S.PENDING, S.INTERRUPTED),
+        (S.FAILED, S.DEAD),
+        (S.SKIPPED, S.FAILED),
+        (S.PENDING, S.CORRUPT),  # found by readers, never recorded
+    ],
+)
+def test_illegal_transitions_are_refused(tmp_path, stored, target):
+    run = plant(RunStore(tmp_path))
+    if stored is not S.PENDING:
+        run.transition(S.RUNNING)
+        run.transition(stored)
+    before = run.status_path.read_bytes()
+    with pytest.raises(IllegalTransition):
+        run.transition(target)
+    assert run.status_path.read_bytes() == before
+
+
+def test_a_done_run_never_changes_state(tmp_path):
+    run = finish(plant(RunStore(tmp_path)))
+    for target in (S.RUNNING, S.FAILED, S.PENDING, S.DEAD):
+        with pytest.raises(IllegalTransition):
+            run.transition(target)
+    assert run.effective_state() is S.DONE
 
 
 @pytest.mark.parametrize(
@@ -143,12 +176,12 @@ def test_set_status_records_a_declared_reason(tmp_path):
         ('{"state": "runn', "not valid JSON"),
         ("[]", "not a JSON object"),
         ('{"state": "exploded"}', "unknown state"),
+        ('{"state": "corrupt"}', "unknown state"),
         (b"\xff\xfe", "not valid JSON"),
     ],
 )
 def test_unreadable_status_is_corrupt_with_the_fix(tmp_path, text, problem):
-    run = RunStore(tmp_path).run("r")
-    run.write_config({})
+    run = plant(RunStore(tmp_path))
     if isinstance(text, bytes):
         run.status_path.write_bytes(text)
     else:
@@ -160,25 +193,39 @@ def test_unreadable_status_is_corrupt_with_the_fix(tmp_path, text, problem):
 
 
 @pytest.mark.parametrize(
-    "result,problem",
+    "edit,problem",
     [
-        ('{"selections": {"last": {"valid": {"accuracy": NaN}}}}', "holds NaN"),
-        ('{"selections": {}}', "has no selections"),
-        ('{"selections": {"last": {"valid": {"accuracy": 1}}}}', "no finite test accuracy"),
+        (lambda r: {**r, "selections": {"last": {"valid": {"accuracy": "NaN"}}}}, "holds NaN"),
+        (lambda r: {**r, "selections": {}}, "has no selections"),
+        (lambda r: {**r, "selections": {"last": r["selections"]["last"]}}, "has no best_valid"),
+        (
+            lambda r: {**r, "selections": {**r["selections"], "last": {"valid": {"accuracy": 1}}}},
+            "no finite test accuracy",
+        ),
+        (lambda r: {**r, "run_id": "toy_vanilla_r5_s1_0123456789"}, "belongs to run"),
+        (lambda r: {**r, "config_digest": "0" * 64}, "another configuration"),
     ],
 )
-def test_a_result_that_is_not_finite_and_complete_is_not_done(tmp_path, result, problem):
-    run = RunStore(tmp_path).run("r")
-    run.write_config({})
-    run.set_status(S.DONE)
-    run.result_path.write_text(result)
+def test_a_result_that_is_not_finite_complete_and_its_own_is_not_done(tmp_path, edit, problem):
+    run = finish(plant(RunStore(tmp_path)))
+    result = json.loads(run.result_path.read_text())
+    text = json.dumps(edit(result)).replace('"NaN"', "NaN")
+    run.result_path.write_text(text)
     assert not run.is_done() and run.effective_state() is S.CORRUPT
     assert problem in run.fault()
 
 
+def test_a_result_written_before_results_carried_a_digest_is_checked_by_its_run_id(tmp_path):
+    run = finish(plant(RunStore(tmp_path)))
+    result = json.loads(run.result_path.read_text())
+    del result["config_digest"]
+    run.result_path.write_text(json.dumps(result))
+    assert run.effective_state() is S.DONE
+
+
 def test_only_run_directories_are_runs(tmp_path):
     store = RunStore(tmp_path)
-    store.run("a").write_config({})
+    a = plant(store)
     b = store.run("b")
     b.path.mkdir()
     b.status_path.write_text('{"state": "done"}')  # config.json deleted: shown, as corrupt
@@ -186,30 +233,25 @@ def test_only_run_directories_are_runs(tmp_path):
     (tmp_path / "notes").mkdir()
     (tmp_path / "c").mkdir()
     (tmp_path / "c" / ".lock").touch()  # a claim that wrote nothing yet
-    assert [r.run_id for r in store.runs()] == ["a", "b"]
+    assert [r.run_id for r in store.runs()] == sorted([a.run_id, "b"])
     assert b.effective_state() is S.CORRUPT and "config.json is missing" in b.fault()
 
 
 def test_bench_status_shows_reasons_and_corrupt_runs(tmp_path, capsys):
     store = RunStore(tmp_path)
-    diverged = store.run("cmnist_vanilla_r1_s0_0000000000")
-    diverged.write_config({"method": "vanilla"})
-    diverged.set_status(S.RUNNING, attempt=1)
-    diverged.set_status(
+    diverged = plant(store, seed=0)
+    diverged.transition(S.RUNNING, attempt=1)
+    diverged.transition(
         S.FAILED, reason=FailReason.DIVERGED, error="train loss is nan at step 120", step=120
     )
-    legacy = store.run("cmnist_vanilla_r1_s1_0000000000")
-    legacy.write_config({"method": "vanilla"})
-    legacy.set_status(S.FAILED, error="timed out after 5 s (killed)")
+    legacy = plant(store, seed=1)
+    legacy.transition(S.FAILED, error="timed out after 5 s (killed)")
     legacy.status_path.write_text(
         json.dumps({k: v for k, v in legacy.status().items() if k != "reason"})
     )
-    torn = store.run("cmnist_vanilla_r1_s2_0000000000")
-    torn.write_config({"method": "vanilla"})
+    torn = plant(store, seed=2)
     torn.status_path.write_text('{"state": "ru')
-    pending = store.run("cmnist_vanilla_r1_s3_0000000000")
-    pending.write_config({"method": "vanilla"})
-    pending.set_status(S.PENDING)
+    pending = plant(store, seed=3)
 
     assert main(["status", "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out

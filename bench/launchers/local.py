@@ -93,12 +93,11 @@ class LocalLauncher(Launcher):
             del self.running[run_id]
             status = active.worker.run_dir.status()
             note = status.get("error") or status.get("reason") or ""
-            ran = state not in ("running",)
-            ended.append(Ended(active.task, RunState(state), note, ran=ran))
+            ended.append(Ended(active.task, state, note, ran=state is not RunState.RUNNING))
         return ended
 
     def active(self) -> dict[str, str]:
-        return dict.fromkeys(self.running, "running")
+        return dict.fromkeys(self.running, RunState.RUNNING.value)
 
     def stop(self) -> None:
         for active in self.running.values():

@@ -20,12 +20,12 @@ import torchvision  # noqa: F401
 
 import debias_bench.datasets
 import debias_bench.methods  # noqa: F401
-from debias_bench import engine, sweep  # noqa: F401
+from debias_bench import engine, provenance, sweep  # noqa: F401
 from debias_bench.launchers import worker  # noqa: F401
 from debias_bench.launchers.forkserver import WARM_PLUGINS_ENV
 from debias_bench.launchers.plugins import import_plugin
 
-sweep.provenance()  # the code version (git commit) of what this server imported, once
+provenance.provenance()  # the code version (git commit) of what this server imported, once
 
 for _entry in filter(None, os.environ.get(WARM_PLUGINS_ENV, "").split(",")):
     with contextlib.suppress(Exception):  # the run imports it again and names the error

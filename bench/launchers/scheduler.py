@@ -20,9 +20,9 @@ from typing import Any, TextIO
 
 from debias_bench.config import RunConfig
 from debias_bench.runprogress import Live, fmt_duration, run_kind, running_text, sweep_eta
-from debias_bench.states import RunState
+from debias_bench.states import COUNTED_AS, SUCCESS, RunState
 from debias_bench.store import RunStore
-from debias_bench.sweep import MAX_ATTEMPTS, Outcome, decide
+from debias_bench.sweep import MAX_ATTEMPTS, Outcome, decide, record_decision
 
 
 @dataclass
@@ -149,11 +149,11 @@ class Sweep:
 
     def unfinished(self) -> list[Outcome]:
         """The outcomes that are neither done nor skipped by their method."""
-        return [o for o in self.outcomes if o.state not in ("done", "skipped")]
+        return [o for o in self.outcomes if o.state not in SUCCESS]
 
     def held(self) -> list[Outcome]:
         """Runs another live process holds (``running``), which this sweep did not wait for."""
-        return [o for o in self.outcomes if o.state == "running"]
+        return [o for o in self.outcomes if o.state is RunState.RUNNING]
 
 
 #: how often a sweep re-reads the runs it waits for and its running runs' progress
@@ -216,6 +216,7 @@ def schedule(
         elif decision.state is RunState.RUNNING:
             hold(Task(config, label(config)))
         else:
+            record_decision(run_dir, decision)  # a dead run given up on is failed for all
             if decision.state is RunState.CORRUPT:  # the file and the fix, in full
                 print(f"    CORRUPT {label(config)}: {decision.note}", file=sys.stderr, flush=True)
             result = run_dir.result() if decision.state is RunState.DONE else None
@@ -254,7 +255,7 @@ def schedule(
     def counts() -> Counter:
         c: Counter = Counter()
         for o in outcomes.values():
-            c[{"skipped": "done", "interrupted": "pending"}.get(o.state, o.state)] += 1
+            c[COUNTED_AS.get(o.state, o.state)] += 1
         c.update(launcher.active().values())
         c["pending"] += len(queue) + len(not_started)
         c["held"] += len(held)
@@ -263,10 +264,12 @@ def schedule(
     def report(force: bool = False) -> None:
         c = counts()
         active = launcher.active()
-        running = [(kinds[r], progress.get(r)) for r, state in active.items() if state == "running"]
+        running = [
+            (kinds[r], progress.get(r)) for r, state in active.items() if state == RunState.RUNNING
+        ]
         waiting: list[str | None] = [kinds[t.run_id] for t in (*queue, *not_started)]
         waiting += [kinds[r] for r in held] + [
-            kinds[r] for r, s in active.items() if s != "running"
+            kinds[r] for r, s in active.items() if s != RunState.RUNNING
         ]
         waiting += [None] * max(0, c["pending"] + c["queued"] + c["held"] - len(waiting))
         eta = sweep_eta(finished, waiting, running, launcher.parallelism())

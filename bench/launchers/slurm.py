@@ -33,9 +33,10 @@ import yaml
 
 from debias_bench.engine import DataPlace
 from debias_bench.errors import ConfigError
+from debias_bench.provenance import config_json
 from debias_bench.registry import DATASETS
-from debias_bench.states import RunState
-from debias_bench.store import RunStore, write_json
+from debias_bench.states import FailReason, RunState
+from debias_bench.store import RunStore
 
 from .plugins import plugins_for
 from .scheduler import Ended, Launcher, Task
@@ -359,29 +360,30 @@ class SlurmLauncher(Launcher):
             return Ended(task, RunState.CORRUPT, fault, ran=False)
         status, state = run_dir.status(), run_dir.effective_state()
         note = status.get("error") or status.get("reason") or status.get("note") or ""
-        if state == "running":  # another host, heartbeat still fresh: let status tell later
+        if state is RunState.RUNNING:  # another host, heartbeat still fresh: status tells later
             return Ended(task, RunState.RUNNING, f"SLURM job {job_id} left the queue", ran=False)
-        if state in ("failed", "interrupted", "skipped") and status.get("slurm_job_id") == job_id:
+        ended_by_it = status.get("slurm_job_id") == job_id
+        if state in (RunState.FAILED, RunState.INTERRUPTED, RunState.SKIPPED) and ended_by_it:
             return Ended(task, state, note)
         log = self.log_path(job_id)
-        if state == "dead":  # killed during the run: dead, as under inline and local
+        if state is RunState.DEAD:  # killed during the run: dead, as under inline and local
             note = f"SLURM job {job_id} ended while the run was running; a rerun resumes it"
             with run_dir.claim() as owned:
-                if owned:
-                    write_json(
-                        run_dir.status_path,
-                        {**status, "error": note, "heartbeat": 0.0, "slurm_job_id": job_id,
-                         "stderr_tail": run_dir.log_tail(path=log), "ended": time.time()},
-                    )  # fmt: skip
+                if owned and run_dir.effective_state(owned=True) is RunState.DEAD:
+                    run_dir.mark_dead(
+                        note,
+                        slurm_job_id=job_id,
+                        stderr_tail=run_dir.log_tail(path=log),
+                        ended=time.time(),
+                    )
             return Ended(task, RunState.DEAD, note)
-        why = "before the run started"
         with run_dir.claim() as owned:
             if owned:
-                if not run_dir.config_path.is_file():
-                    run_dir.write_config({**task.config.to_json(), "run_id": task.run_id})
-                run_dir.set_status(
+                run_dir.plan(config_json(task.config))
+                run_dir.transition(
                     RunState.FAILED,
-                    error=f"SLURM job {job_id} ended {why}; see {log}",
+                    reason=FailReason.NOT_STARTED,
+                    error=f"SLURM job {job_id} ended before the run started; see {log}",
                     stderr_tail=run_dir.log_tail(path=log),
                     exit_code=None,
                     slurm_job_id=job_id,

@@ -30,7 +30,12 @@ import time
 from dataclasses import asdict, dataclass, field
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from debias_bench.states import FailReason, RunState, parse_state
+
+if TYPE_CHECKING:
+    from debias_bench.store import RunDir
 
 #: exit codes of the worker besides 0 (done or skipped) and 128 + signal (interrupted)
 EXIT_FAILED = 1  # the run failed; run_one recorded the error
@@ -183,12 +188,12 @@ def run_job(job: WorkerJob, lifeline: Connection | None = None) -> int:
     except Interrupted as exc:
         print(f"interrupted: {exc}", file=sys.stderr)
         return 128 + int(stop["signal"] or signal.SIGTERM)
-    if outcome.state == "failed" and outcome.ran:  # the traceback, for the stderr tail
+    if outcome.state is RunState.FAILED and outcome.ran:  # the traceback, for the stderr tail
         print(outcome.run_dir.status().get("traceback_tail", ""), file=sys.stderr, end="")
     print(f"{config.run_id}: {outcome.state} {outcome.note}".rstrip(), file=sys.stderr)
-    if outcome.state == "running":
+    if outcome.state is RunState.RUNNING:
         return EXIT_BUSY
-    if outcome.state == "failed":
+    if outcome.state is RunState.FAILED:
         return EXIT_FAILED if outcome.ran else EXIT_NOT_RUN
     return 0
 
@@ -324,7 +329,7 @@ class WorkerProcess:
                 status = self.run_dir.status()
             except Exception:  # a foreign or unreadable file: keep the spawn clock
                 status = {}
-            if status.get("pid") == self.proc.pid and status.get("state") == "running":
+            if status.get("pid") == self.proc.pid and status.get("state") == RunState.RUNNING:
                 self.run_started = time.monotonic()
         if self.timeout_s is None:
             return False
@@ -359,7 +364,7 @@ class WorkerProcess:
             time.sleep(0.1)
         return code
 
-    def finish(self) -> str:
+    def finish(self) -> RunState:
         """Record the exit (after it has exited); returns the run's state."""
         code = self.proc.wait()
         return record_exit(
@@ -373,31 +378,35 @@ class WorkerProcess:
 
 
 def record_exit(
-    run_dir: Any,
-    config_json: dict[str, Any],
+    run_dir: RunDir,
+    config: dict[str, Any],
     returncode: int,
     stderr_tail: str,
     pid: int | None = None,
     timeout_s: float | None = None,
-) -> str:
+) -> RunState:
     """Record a finished worker's exit code and stderr tail in ``status.json``, and the outcome
-    of a worker that could not record it: failed when it timed out or never started the run,
+    of a worker that could not record it: timed out, or failed when it never started the run,
     dead when it died during the run (killed, crashed). Returns the run's state.
 
     Called by the process that started the worker (whose pid is ``pid``), after it exited; it
-    takes the run's lock, so it never writes over a run that another live process owns."""
-    from debias_bench.store import write_json
+    takes the run's lock, so it never writes over a run that another live process owns.
+    ``config``: the run's ``RunConfig.to_json()``."""
+    from debias_bench.config import RunConfig
+    from debias_bench.provenance import config_json
 
     if returncode == EXIT_BUSY:
-        return "running"
+        return RunState.RUNNING
     with run_dir.claim() as owned:
         if not owned:
             return run_dir.effective_state()
         if run_dir.is_done():
-            return "done"
+            return RunState.DONE
+        if run_dir.fault():
+            return RunState.CORRUPT  # never write over a foreign or unreadable record
         status = run_dir.status()
-        state = status.get("state", "pending")
-        if returncode == EXIT_NOT_RUN or (state == "skipped" and returncode == 0):
+        state = parse_state(status.get("state"))
+        if returncode == EXIT_NOT_RUN or (state is RunState.SKIPPED and returncode == 0):
             return state
         fields: dict[str, Any] = {
             "exit_code": returncode,
@@ -407,25 +416,23 @@ def record_exit(
         }
         how = signal_name(returncode) or f"code {returncode}"
         started = pid is None or status.get("pid") == pid
+        reason = None
         if timeout_s is not None:
             stopped = "killed" if returncode == -signal.SIGKILL else "stopped"
-            state, fields["error"] = "failed", f"timed out after {timeout_s:g} s ({stopped})"
+            state, reason = RunState.FAILED, FailReason.TIMED_OUT
+            fields["error"] = f"timed out after {timeout_s:g} s ({stopped})"
         elif not started and returncode != 0:
             lines = stderr_tail.strip().splitlines() or [""]
             last = next((line for line in reversed(lines) if "Error" in line), lines[-1])
-            state = "failed"
+            state, reason = RunState.FAILED, FailReason.NOT_STARTED
             fields["error"] = f"worker exited ({how}) before the run started: {last}"
-        if not run_dir.config_path.is_file():
-            run_dir.write_config({**config_json, "run_id": run_dir.run_id})
-        if state == "running" and "error" not in fields:
+        run_dir.plan(config_json(RunConfig.from_json(config)))  # its config.json was deleted
+        if state is RunState.RUNNING and "error" not in fields:
             # It died without recording an outcome (kill -9, the OOM killer, a crash of the
-            # interpreter): dead, as when an inline sweep dies, and a plain rerun resumes it
-            # from its checkpoint. Its status keeps saying running, with the worker's pid and
-            # a zeroed heartbeat, so every reader on any host sees a dead run.
-            fields["error"] = f"worker died ({how}) during the run; a rerun resumes it"
-            write_json(run_dir.status_path, {**status, **fields, "heartbeat": 0.0})
-            return "dead"
-        run_dir.set_status(state, **fields)
+            # interpreter): dead, as when an inline sweep dies, and a plain rerun resumes it.
+            run_dir.mark_dead(f"worker died ({how}) during the run; a rerun resumes it", **fields)
+            return RunState.DEAD
+        run_dir.transition(state, reason=reason, **fields)
         return state
 
 

@@ -3,10 +3,22 @@
 from __future__ import annotations
 
 from debias_bench.reporting.model import Cell, Table
+from debias_bench.states import RunState
 
 #: at most this many runs are listed under a table (the rest: ``bench status``)
 MAX_LISTED = 40
-_NOTE_ORDER = ("corrupt", "failed", "skipped", "dead", "interrupted", "running", "pending")
+_NOTE_ORDER = tuple(
+    s.value
+    for s in (
+        RunState.CORRUPT,
+        RunState.FAILED,
+        RunState.SKIPPED,
+        RunState.DEAD,
+        RunState.INTERRUPTED,
+        RunState.RUNNING,
+        RunState.PENDING,
+    )
+)
 
 
 def number(value: float, digits: int, signed: bool = False) -> str:

@@ -79,7 +79,7 @@ def run_rows(run_dir: RunDir) -> list[dict[str, Any]]:
         config = {}
     base = {k: config.get(k) for k in RUN_COLUMNS if k in config} or from_run_id(run_dir.run_id)
     base.update(run_id=run_dir.run_id, state=state.value)
-    if config:
+    if config and not facts.fault:  # a corrupt run is in no configuration (nor its check)
         base.update(config=recorded(config), identity=identity(config))
         base[FINGERPRINT] = fingerprint(config, None)
     if facts.fault:  # one line, paths relative to the store: the tables list it under them

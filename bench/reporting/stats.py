@@ -8,12 +8,13 @@ from collections.abc import Iterable
 import pandas as pd
 
 from debias_bench.reporting.model import Cell
+from debias_bench.states import RunState
 
 #: the spread printed after ``±``: the sample standard deviation over seeds
 DDOF = 1
 STATISTIC = f"mean ± sample standard deviation (ddof={DDOF}) over seeds"
 
-_UNFINISHED = ("pending", "interrupted", "dead")
+_UNFINISHED = frozenset({RunState.PENDING, RunState.INTERRUPTED, RunState.DEAD})
 
 
 def seed_stats(values: Iterable[float]) -> tuple[float | None, float | None, int]:
@@ -31,16 +32,15 @@ def missing_reason(states: Iterable[str]) -> str:
     states = set(states)
     if not states:
         return "not run"
-    if "running" in states:
-        return "running"
-    if states & set(_UNFINISHED):
+    if RunState.RUNNING in states:
+        return RunState.RUNNING.value
+    if states & _UNFINISHED:
         return "unfinished"
-    if "corrupt" in states:
-        return "corrupt"
-    if "failed" in states:
-        return "failed"
-    if states == {"skipped"}:
-        return "skipped"
+    for named in (RunState.CORRUPT, RunState.FAILED):
+        if named in states:
+            return named.value
+    if states == {RunState.SKIPPED}:
+        return RunState.SKIPPED.value
     return "unfinished"
 
 
