@@ -33,8 +33,9 @@ import torch
 
 from debias_bench import __version__
 from debias_bench.errors import BenchError, CorruptDataError
+from debias_bench.jsonio import read_json, write_json
 from debias_bench.reporting.records import COUNTS, load_records
-from debias_bench.store import RunStore, read_json, write_json
+from debias_bench.store import RunStore
 
 FORMAT = 1
 #: what a baseline keeps of each run: (selection, split, metric)
