@@ -30,9 +30,10 @@ import contextlib
 import difflib
 import hashlib
 import json
+import sys
 from dataclasses import asdict, dataclass, field
 from functools import cache
-from importlib import resources
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -119,19 +120,35 @@ def _check(name: str, table: dict[str, Any], kind: str) -> dict[str, Any]:
 
 @cache
 def method_yaml(method: str) -> dict[str, Any]:
-    """The YAML beside a method's module (``methods/<name>.yaml``); empty when absent."""
-    module = METHODS.get(method).__module__
-    package, _, stem = module.rpartition(".")
-    if not package:  # a method defined in a top-level plugin module has no package data
+    """The YAML beside a method's module: ``<module>.yaml`` in the module's folder
+    (``methods/lff.yaml``; for a plugin, ``my_methods.yaml`` beside ``my_methods.py``), or,
+    for a plugin module that defines several methods, ``<method name>.yaml`` there; empty when
+    there is none."""
+    path = _yaml_beside(method)
+    if path is None:
         return {}
-    path = resources.files(package) / f"{stem}.yaml"
-    if not path.is_file():
-        return {}
-    data = yaml.safe_load(path.read_text()) or {}
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path} is not valid YAML ({exc})") from exc
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path} must be a mapping with defaults, datasets, ... at the top")
     unknown = set(data) - {"defaults", "datasets", "protocols", "presets", "search"}
     if unknown:
         raise ConfigError(f"{path}: unknown top-level keys {sorted(unknown)}")
     return data
+
+
+def _yaml_beside(method: str) -> Path | None:
+    module = sys.modules.get(METHODS.get(method).__module__)
+    file = getattr(module, "__file__", None)
+    if not file:
+        return None
+    source = Path(file)
+    for candidate in (source.with_suffix(".yaml"), source.with_name(f"{method}.yaml")):
+        if candidate.is_file():
+            return candidate
+    return None
 
 
 def parse_overrides(items: list[str] | None) -> dict[str, Any]:

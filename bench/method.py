@@ -124,15 +124,27 @@ class Method(ABC):
             module.eval()
 
     def _stateful(self) -> dict[str, Any]:
-        skip = {"spec", "hp", "env", "device"}
-        return {
-            k: v
-            for k, v in vars(self).items()
-            if k not in skip and callable(getattr(v, "state_dict", None))
-        }
+        """The attributes a checkpoint holds: everything with a ``state_dict`` (modules,
+        optimisers, schedulers, the pieces of ``methods/state.py``), plain tensors and random
+        generators. Tensors or generators inside a list, tuple or dict would be silently lost
+        on resume: such an attribute is an error that names it."""
+        out = {}
+        for name, value in vars(self).items():
+            if name in _NOT_STATE:
+                continue
+            if callable(getattr(value, "state_dict", None)) or isinstance(value, _RAW_STATE):
+                out[name] = value
+            elif isinstance(value, list | tuple | dict) and _holds_state(value):
+                raise ConfigError(
+                    f"method {type(self).__name__}: attribute {name!r} holds tensors, modules "
+                    "or generators inside a container, which a checkpoint would not restore",
+                    hint="use an nn.ModuleList/ModuleDict, one attribute per tensor, or an "
+                    "object with state_dict()/load_state_dict() (see methods/state.py)",
+                )
+        return out
 
     def state_dict(self) -> dict[str, Any]:
-        return {name: obj.state_dict() for name, obj in self._stateful().items()}
+        return {name: _state_of(obj) for name, obj in self._stateful().items()}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         stateful = self._stateful()
@@ -140,4 +152,33 @@ class Method(ABC):
         if missing:
             raise ValueError(f"checkpoint lacks state for {sorted(missing)}")
         for name, obj in stateful.items():
-            obj.load_state_dict(state[name])
+            if isinstance(obj, torch.Tensor):
+                with torch.no_grad():
+                    obj.copy_(state[name])
+            elif isinstance(obj, torch.Generator):
+                obj.set_state(state[name])
+            else:
+                obj.load_state_dict(state[name])
+
+
+#: attributes of every method that are configuration, not state
+_NOT_STATE = frozenset({"spec", "hp", "env", "device"})
+#: state without a ``state_dict``: saved as such (a copy) and restored in place
+_RAW_STATE = (torch.Tensor, torch.Generator)
+
+
+def _state_of(obj: Any) -> Any:
+    if isinstance(obj, torch.Tensor):
+        return obj.detach().clone()
+    if isinstance(obj, torch.Generator):
+        return obj.get_state()
+    return obj.state_dict()
+
+
+def _holds_state(container: Any) -> bool:
+    items = container.values() if isinstance(container, dict) else container
+    return any(
+        isinstance(item, (*_RAW_STATE, nn.Module, torch.optim.Optimizer))
+        or (isinstance(item, list | tuple | dict) and _holds_state(item))
+        for item in items
+    )

@@ -10,7 +10,15 @@ import torch
 from debias_bench.data import DatasetSpec, Split, eval_batches
 from debias_bench.states import FailReason, RunFailure
 
-SELECTIONS = ("last", "best_valid", "best_test")
+#: model-selection rules; every result has the first three (older results lack the others)
+SELECTIONS = ("last", "best_valid", "best_test", "best_valid_worst_group")
+REQUIRED_SELECTIONS = SELECTIONS[:3]
+#: selection -> (split, metric) it maximises (``last`` takes the final evaluation)
+SELECTED_BY = {
+    "best_valid": ("valid", "accuracy"),
+    "best_test": ("test", "accuracy"),
+    "best_valid_worst_group": ("valid", "worst_group_accuracy"),
+}
 
 
 @torch.inference_mode()
@@ -66,11 +74,13 @@ def accuracy_metrics(
     class, per (class, bias) group, and the mean over non-empty groups (LfF's unbiased metric)."""
     correct = preds == labels
     aligned = labels == biases
-    group = [
-        [_pct(correct[(labels == c) & (biases == b)]) for b in range(num_biases)]
-        for c in range(num_classes)
+    members = [
+        [(labels == c) & (biases == b) for b in range(num_biases)] for c in range(num_classes)
     ]
+    group = [[_pct(correct[m]) for m in row] for row in members]
+    counts = [[int(m.sum()) for m in row] for row in members]
     filled = [acc for row in group for acc in row if acc is not None]
+    worst, worst_at, n_worst = worst_group(group, counts)
     return {
         "accuracy": _pct(correct),
         "aligned_accuracy": _pct(correct[aligned]),
@@ -78,10 +88,33 @@ def accuracy_metrics(
         "group_mean_accuracy": sum(filled) / len(filled) if filled else None,
         "per_class_accuracy": [_pct(correct[labels == c]) for c in range(num_classes)],
         "group_accuracy": group,
+        "group_counts": counts,
+        "worst_group_accuracy": worst,
+        "worst_group": worst_at,  # [class, bias]
+        "n_worst_group": n_worst,
         "n": len(labels),
         "n_aligned": int(aligned.sum()),
         "n_conflicting": int((~aligned).sum()),
     }
+
+
+def worst_group(
+    group_accuracy: list[list[float | None]], group_counts: list[list[int]] | None = None
+) -> tuple[float | None, list[int] | None, int | None]:
+    """(accuracy, [class, bias], images) of the (class x bias) group with the lowest accuracy
+    among those present in the split (ties: the first); Nones when no group is present.
+    ``group_counts`` is None for results recorded before counts were (the count is None)."""
+    present = [
+        (acc, [c, b])
+        for c, row in enumerate(group_accuracy or [])
+        for b, acc in enumerate(row)
+        if acc is not None
+    ]
+    if not present:
+        return None, None, None
+    acc, (c, b) = min(present, key=lambda item: item[0])
+    n = group_counts[c][b] if group_counts else None
+    return acc, [c, b], n
 
 
 def evaluate_split(
@@ -105,9 +138,12 @@ class SelectionTracker:
     def update(self, record: dict[str, Any]) -> None:
         entry = {k: copy.deepcopy(record[k]) for k in ("step", "epoch", "valid", "test")}
         self.selected["last"] = entry
-        for name, split in (("best_valid", "valid"), ("best_test", "test")):
+        for name, (split, metric) in SELECTED_BY.items():
+            value = record[split].get(metric)
+            if value is None:
+                continue
             best = self.selected.get(name)
-            if best is None or record[split]["accuracy"] > best[split]["accuracy"]:
+            if best is None or value > best[split][metric]:
                 self.selected[name] = entry
 
     def state_dict(self) -> dict[str, Any]:

@@ -17,6 +17,7 @@ reason from an explanations YAML (``results/reproduction/explanations.yaml``)::
 
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -45,6 +46,7 @@ COLUMNS = [
     "accuracy",
     "aligned_accuracy",
     "conflicting_accuracy",
+    "worst_group_accuracy",
     "epochs",
     "train_time_s",
     "device",
@@ -83,13 +85,14 @@ def export_frame(store: RunStore, dataset: str | None = None) -> tuple[pd.DataFr
 
 
 def code_version(run_dir: RunDir, result: dict[str, Any]) -> str | None:
-    """``0.1.0+g<commit>``: the package version and the commit the run started from (its
-    config's provenance), or the version alone where the commit was not known."""
+    """``0.1.0+g<commit>``: the package version and the commit of the code that trained the
+    run (recorded in its status at its last start; before that was recorded, the provenance of
+    the code that planned it, in its config), or the version alone where neither knows it."""
     version = result.get("code_version")
-    try:
-        commit = (run_dir.config().get("provenance") or {}).get("git_commit")
-    except Exception:  # an unreadable config: the version alone
-        commit = None
+    commit = None
+    for read in (run_dir.status, run_dir.config):
+        with contextlib.suppress(Exception):  # an unreadable file: the next, or the version
+            commit = commit or (read().get("provenance") or {}).get("git_commit")
     return f"{version}+g{commit[:10]}" if version and commit else version
 
 

@@ -46,7 +46,7 @@ import torch
 
 from debias_bench.errors import CorruptDataError
 from debias_bench.jsonio import read_json, write_atomic, write_json, writing
-from debias_bench.metrics import SELECTIONS
+from debias_bench.metrics import REQUIRED_SELECTIONS
 from debias_bench.states import (
     HEARTBEAT_EVERY_S,
     STALE_AFTER_S,
@@ -130,7 +130,7 @@ def _incomplete(result: Any) -> str | None:
     selections = result.get("selections")
     if not isinstance(selections, dict) or not selections:
         return "has no selections"
-    missing = [name for name in SELECTIONS if name not in selections]
+    missing = [name for name in REQUIRED_SELECTIONS if name not in selections]
     if missing:
         return f"has no {', '.join(missing)} selection"
     for name, chosen in selections.items():

@@ -9,8 +9,8 @@ import sys
 import torch
 
 from debias_bench.hparams import HParam
-from debias_bench.registry import METHODS, register_method
 from debias_bench.methods.vanilla import Vanilla
+from debias_bench.registry import METHODS, register_method
 
 FAULTS = ("none", "shape", "nonfinite", "exit", "interrupt")
 

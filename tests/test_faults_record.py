@@ -173,5 +173,5 @@ def test_an_interrupt_from_method_code_is_an_interrupted_run_and_a_nonzero_exit(
 def test_a_seed_out_of_range_is_refused_before_anything_exists(tmp_path, bench, seed):
     out = tmp_path / "runs"
     code, _, err = bench("run", *bench_args(out, "1", seeds=seed))
-    assert code == 2 and "2**32" in err or ">= 0" in err
+    assert code == 2 and ("2**32" in err or ">= 0" in err), err
     assert "Traceback" not in err and not out.exists()

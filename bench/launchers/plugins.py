@@ -88,17 +88,21 @@ def _failed(entry: str, exc: BaseException) -> ConfigError:
 
 
 def _module_name(path: Path) -> str:
-    """The file's stem, unless that names another module (e.g. ``datasets``): then a name
-    made unique by the path."""
-    stem = path.stem
-    if stem.isidentifier():
-        if _FROM_PATH.get(stem) == str(path):
-            return stem
-        if stem not in sys.modules and importlib.util.find_spec(stem) is None:
-            return stem
+    """The name a plugin file is imported under: the same in every process, whatever its
+    working directory or sys.path (a name that depended on them imported one file twice, under
+    two names, and its registrations clashed)."""
     digest = hashlib.sha256(str(path).encode()).hexdigest()[:8]
-    safe = "".join(c if c.isalnum() else "_" for c in stem)
+    safe = "".join(c if c.isalnum() else "_" for c in path.stem)
     return f"bench_plugin_{safe}_{digest}"
+
+
+def _loaded_from(path: Path) -> str | None:
+    """The module already imported from ``path`` (under any name), if one is."""
+    for name, module in list(sys.modules.items()):
+        file = getattr(module, "__file__", None)
+        if file and Path(file).resolve() == path:
+            return name
+    return None
 
 
 def _import_file(path: Path) -> str:
@@ -107,9 +111,11 @@ def _import_file(path: Path) -> str:
         raise ConfigError(
             f"plugin file {path} does not exist", hint=f"check the paths in {PLUGINS_ENV}"
         )
+    loaded = _loaded_from(path)
+    if loaded is not None:  # imported already: by $BENCH_PLUGINS, a warm worker, or by name
+        _FROM_PATH.setdefault(loaded, str(path))
+        return loaded
     name = _module_name(path)
-    if name in sys.modules and _FROM_PATH.get(name) == str(path):
-        return name  # already imported (every command imports $BENCH_PLUGINS once)
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
         raise ConfigError(f"plugin {path} is not a Python module", hint="give a .py file")

@@ -8,6 +8,8 @@ bold, gains), tables (the builders), paper (the published numbers), render_* and
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pandas as pd
 
 from debias_bench.errors import ConfigError
@@ -15,6 +17,7 @@ from debias_bench.reporting import render_csv, render_latex, render_markdown
 from debias_bench.reporting.model import Cell, Column, Row, Table
 from debias_bench.reporting.paper import PaperNumbers, load_paper
 from debias_bench.reporting.records import METRICS, load_records
+from debias_bench.reporting.subpop import subpop_tables
 from debias_bench.reporting.tables import (
     ReportOptions,
     accuracy_tables,
@@ -22,7 +25,18 @@ from debias_bench.reporting.tables import (
     cost_table,
 )
 
-TABLES = ("synthetic", "real", "other", "bar-classwise", "cost", "all")
+#: table name -> its builder ``(records, opts, paper) -> tables``; ``all`` is every one of them
+BUILDERS: dict[str, Callable[[pd.DataFrame, ReportOptions, PaperNumbers | None], list[Table]]] = {
+    "synthetic": lambda r, o, p: accuracy_tables(r, "synthetic", o, p),
+    "real": lambda r, o, p: accuracy_tables(r, "real", o, p),
+    "other": lambda r, o, p: accuracy_tables(r, "other", o, p),
+    "bar-classwise": classwise_tables,
+    "cost": lambda r, o, p: cost_table(r),
+    "subpop": lambda r, o, p: subpop_tables(r, o),
+}
+#: what ``all`` builds: the paper's tables and the cost (``subpop`` is asked for by name)
+ALL = ("synthetic", "real", "other", "bar-classwise", "cost")
+TABLES = (*BUILDERS, "all")
 FORMATS = ("latex", "markdown", "csv")
 
 
@@ -41,16 +55,8 @@ def build_tables(
             f"the paper publishes test accuracy; cannot compare {opts.split} {opts.metric}",
             hint="drop --metric/--split, or drop --compare-paper",
         )
-    wanted = ("synthetic", "real", "other", "bar-classwise", "cost") if table == "all" else (table,)
-    out: list[Table] = []
-    for name in wanted:
-        if name in ("synthetic", "real", "other"):
-            out += accuracy_tables(records, name, opts, paper)
-        elif name == "bar-classwise":
-            out += classwise_tables(records, opts, paper)
-        else:
-            out += cost_table(records)
-    return out
+    wanted = ALL if table == "all" else (table,)
+    return [t for name in wanted for t in BUILDERS[name](records, opts, paper)]
 
 
 def render(tables: list[Table], fmt: str = "markdown", standalone: bool = True) -> str:

@@ -12,14 +12,26 @@ from typing import Any
 import pandas as pd
 
 from debias_bench.errors import CorruptDataError
+from debias_bench.metrics import worst_group
 from debias_bench.registry import DATASETS
 from debias_bench.reporting.grouping import FINGERPRINT, fingerprint, identity, recorded
 from debias_bench.states import RunState, effective_state, failure_reason
 from debias_bench.store import RunDir, RunStore
 
-METRICS = ("accuracy", "aligned_accuracy", "conflicting_accuracy", "group_mean_accuracy")
+METRICS = (
+    "accuracy",
+    "aligned_accuracy",
+    "conflicting_accuracy",
+    "group_mean_accuracy",
+    "worst_group_accuracy",
+)
 #: how many samples each accuracy was measured on (``n`` for ``accuracy``, and so on)
-COUNTS = {"accuracy": "n", "aligned_accuracy": "n_aligned", "conflicting_accuracy": "n_conflicting"}
+COUNTS = {
+    "accuracy": "n",
+    "aligned_accuracy": "n_aligned",
+    "conflicting_accuracy": "n_conflicting",
+    "worst_group_accuracy": "n_worst_group",
+}
 RUN_COLUMNS = ["run_id", "method", "dataset", "ratio", "seed", "protocol", "preset", "state"]
 RESULT_COLUMNS = ["train_time_s", "prepare_time_s", "peak_memory_mb", "device"]
 #: the run's recorded config (``--where``), its configuration (seed left out) and data
@@ -32,6 +44,7 @@ COLUMNS = [
     *METRICS,
     *COUNTS.values(),
     "per_class_accuracy",
+    "worst_group",
     *RESULT_COLUMNS,
     "note",
     *CONFIG_COLUMNS,
@@ -95,7 +108,7 @@ def run_rows(run_dir: RunDir) -> list[dict[str, Any]]:
     rows = []
     for selection, chosen in result["selections"].items():
         for split in ("valid", "test"):
-            metrics = chosen[split]
+            metrics = with_worst_group(chosen[split])
             rows.append(
                 {
                     **base,
@@ -105,9 +118,19 @@ def run_rows(run_dir: RunDir) -> list[dict[str, Any]]:
                     **{m: metrics.get(m) for m in METRICS},
                     **{c: metrics.get(c) for c in COUNTS.values()},
                     "per_class_accuracy": metrics.get("per_class_accuracy"),
+                    "worst_group": metrics.get("worst_group"),
                 }
             )
     return rows
+
+
+def with_worst_group(metrics: dict[str, Any]) -> dict[str, Any]:
+    """A split's metrics with its worst group, derived from its group accuracies for results
+    recorded before the worst group was (their image count stays unknown)."""
+    if "worst_group_accuracy" in metrics:
+        return metrics
+    acc, group, n = worst_group(metrics.get("group_accuracy") or [], metrics.get("group_counts"))
+    return {**metrics, "worst_group_accuracy": acc, "worst_group": group, "n_worst_group": n}
 
 
 def load_records(store: RunStore) -> pd.DataFrame:

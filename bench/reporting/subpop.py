@@ -1,0 +1,116 @@
+"""The ``subpop`` table: the metrics subpopulation-shift benchmarks report (SubpopBench,
+WILDS), per dataset, ratio and method: average, worst-group, bias-aligned and bias-conflicting
+accuracy under the model selection used, each a mean +- std over seeds.
+
+Worst-group accuracy is the lowest accuracy over the (class x bias) groups present in the
+split; the caption names the group that was worst most often, per row, in the notes.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import pandas as pd
+
+from debias_bench.reporting.grouping import check_cells
+from debias_bench.reporting.layout import (
+    bias_marker,
+    dataset_name,
+    dataset_order,
+    method_name,
+    method_order,
+)
+from debias_bench.reporting.model import Column, Row, Table
+from debias_bench.reporting.stats import STATISTIC, seed_stats, value_cell
+from debias_bench.reporting.tables import (
+    ReportOptions,
+    blocks,
+    finished,
+    run_table,
+    unfinished_notes,
+)
+
+#: the table's columns: record column -> header
+SUBPOP_METRICS = {
+    "accuracy": "average",
+    "worst_group_accuracy": "worst-group",
+    "aligned_accuracy": "aligned",
+    "conflicting_accuracy": "conflicting",
+}
+
+
+def subpop_tables(records: pd.DataFrame, opts: ReportOptions) -> list[Table]:
+    """One table per (protocol, preset): rows dataset x ratio x method, columns
+    :data:`SUBPOP_METRICS`."""
+    runs, done = run_table(records), finished(records, opts)
+    keys = ["dataset", "ratio", "method"]
+    tables = []
+    for protocol, preset, block in blocks(runs):
+        check_cells(block, keys, f" (protocol {protocol}, preset {preset})")
+        bdone = done[done["run_id"].isin(block["run_id"])]
+        rows, worst_notes, max_n = [], [], 0
+        for dataset in dataset_order(block["dataset"].unique().tolist()):
+            of_dataset = block[block["dataset"] == dataset]
+            for ratio in sorted(of_dataset["ratio"].unique()):
+                of_cell = of_dataset[of_dataset["ratio"] == ratio]
+                for method in method_order(of_cell["method"].unique().tolist()):
+                    ids = of_cell.loc[of_cell["method"] == method, "run_id"]
+                    cell_done = bdone[bdone["run_id"].isin(ids)]
+                    states = list(of_cell.loc[of_cell["method"] == method, "state"])
+                    n_seeds = int(of_cell.loc[of_cell["method"] == method, "seed"].nunique())
+                    cells = {
+                        key: value_cell(list(cell_done[key]), states, n_seeds, opts.digits)
+                        for key in SUBPOP_METRICS
+                    }
+                    max_n = max(max_n, seed_stats(cell_done["accuracy"])[2])
+                    labels = (dataset, f"{ratio:.1f}", _method_label(method))
+                    rows.append(Row(labels, cells, "ours", dataset))
+                    common = _most_common_worst(cell_done["worst_group"])
+                    if common:
+                        worst_notes.append(
+                            f"{dataset} {ratio:g} % {method_name(method)}: worst group {common}"
+                        )
+        what = (
+            f"{opts.split.capitalize()} accuracy (%) on the whole split (average), on its "
+            "worst (class x bias) group, and on its bias-aligned and bias-conflicting samples."
+        )
+        caption = (
+            f"{what} Protocol `{protocol}`, preset `{preset}`, model selection "
+            f"`{opts.selection}`. Cells: {STATISTIC}; n = {max_n} seed"
+            f"{'' if max_n == 1 else 's'} unless a cell shows its own n. (*) and (◇): methods "
+            "trained with and without bias labels."
+        )
+        tables.append(
+            Table(
+                name="subpop",
+                title="Average, worst-group, aligned and conflicting accuracy",
+                caption=caption,
+                row_headers=("dataset", "ratio %", "method"),
+                columns=[Column(k, label) for k, label in SUBPOP_METRICS.items()],
+                rows=rows,
+                notes=[*worst_notes, *unfinished_notes(block)],
+                display={d: dataset_name(d) for d in block["dataset"].unique()},
+                meta={
+                    "protocol": protocol,
+                    "preset": preset,
+                    "selection": opts.selection,
+                    "split": opts.split,
+                },
+            )
+        )
+    return tables
+
+
+def _method_label(method: str) -> str:
+    marker = bias_marker(method)
+    return f"{method_name(method)}{marker or ''}"
+
+
+def _most_common_worst(groups: Any) -> str | None:
+    """``class 3, bias 7 (2 of 3 seeds)``: the group most often worst over the seeds."""
+    found = Counter(tuple(g) for g in groups if isinstance(g, list | tuple) and len(g) == 2)
+    if not found:
+        return None
+    (c, b), count = found.most_common(1)[0]
+    return f"class {c}, bias {b} ({count} of {sum(found.values())} seeds)"
