@@ -32,6 +32,7 @@ class RunState(str, Enum):
     INTERRUPTED = "interrupted"  # stopped on request (signal, preemption); resumable
     DEAD = "dead"  # recorded as running, but its process is gone; resumable
     CORRUPT = "corrupt"  # one of its JSON files is unreadable; the note names it and the fix
+    STALE = "stale"  # trained (or checkpointed) by other code of its method or dataset
     SKIPPED = "skipped"  # its method declined the dataset/config, with a reason
 
     def __str__(self) -> str:
@@ -109,6 +110,7 @@ LEGAL: dict[RunState, frozenset[RunState]] = {
     RunState.SKIPPED: frozenset({RunState.SKIPPED, RunState.RUNNING, RunState.PENDING}),
     RunState.DONE: frozenset({RunState.DONE}),
     RunState.CORRUPT: frozenset(),
+    RunState.STALE: frozenset(),
 }
 
 
@@ -132,8 +134,8 @@ def parse_state(value: Any) -> RunState:
     if value is None:
         return RunState.PENDING
     state = RunState(value)  # ValueError for a foreign value: the caller calls it corrupt
-    if state is RunState.CORRUPT:
-        raise ValueError("corrupt is found by readers, never recorded")
+    if state in (RunState.CORRUPT, RunState.STALE):
+        raise ValueError(f"{state} is found by readers, never recorded")
     return state
 
 
@@ -181,6 +183,7 @@ class Facts:
     stored: RunState  # the state in status.json (PENDING when there is none)
     result_ok: bool  # result.json holds a complete, finite result
     fault: str | None = None  # an unreadable file, and the fix (the run is corrupt)
+    stale: str | None = None  # what changed in the code since its result or checkpoint
     attempts: int = 0
     same_host: bool = True  # status.json was written on this host
     heartbeat_age_s: float = 0.0
@@ -204,6 +207,8 @@ def effective_state(facts: Facts, owned: bool = False) -> RunState:
     is a leftover of a dead process."""
     if facts.fault:
         return RunState.CORRUPT
+    if facts.stale and facts.stored is not RunState.RUNNING:
+        return RunState.STALE
     if facts.result_ok:
         return RunState.DONE
     if facts.stored is RunState.DONE:
@@ -249,6 +254,8 @@ def decide(
         return Decision(False, state, "already done")
     if state is RunState.CORRUPT:
         return Decision(False, state, fault or "an unreadable file")
+    if state is RunState.STALE:  # its owner moves the old files aside first (RunDir.retire)
+        return Decision(True, state, "its code changed since it ran: retraining")
     if state is RunState.RUNNING:
         return Decision(False, state, "running in another process")
     if state is RunState.FAILED:

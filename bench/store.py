@@ -245,8 +245,41 @@ class RunDir:
         return RunConfig.from_json(self.config()).digest
 
     def _stamp(self) -> dict[str, str]:
-        """What ``result.json`` and the checkpoint carry to say whose they are."""
-        return {"run_id": self.run_id, "config_digest": self.config_digest()}
+        """What ``result.json`` and the checkpoint carry to say whose they are, and which code
+        of the method and dataset made them."""
+        return {"run_id": self.run_id, "config_digest": self.config_digest(), "code": self.code()}
+
+    def code(self) -> str:
+        """The hash of the current code of the run's method and dataset."""
+        from debias_bench.provenance import code_hash
+
+        config = self.config()
+        return code_hash(config["method"], config["dataset"])
+
+    def _stale(self, stamped: dict[str, Any] | None, name: str) -> str | None:
+        """What changed, when ``stamped`` (the result, or the checkpoint) was made by other
+        code of the method or dataset than the current one; None otherwise (and for files
+        written before they recorded it)."""
+        made_by = (stamped or {}).get("code")
+        if made_by is None or made_by == self.code():
+            return None
+        return f"stale: code changed since its {name} was written (code {made_by} -> {self.code()})"
+
+    def retire(self) -> Path:
+        """Move a stale run's result, checkpoint and metrics aside, into
+        ``superseded/<code>/`` inside the run, so it trains afresh with the current code;
+        returns that folder. The caller holds the lock."""
+        try:
+            made_by = read_json(self.result_path).get("code")
+        except (CorruptDataError, FileNotFoundError, AttributeError):
+            made_by = None
+        made_by = made_by or (_checkpoint_stamp(self.checkpoint_path) or {}).get("code")
+        aside = self.path / "superseded" / str(made_by or "unknown")
+        aside.mkdir(parents=True, exist_ok=True)
+        for path in (self.result_path, self.checkpoint_path, self.metrics_path):
+            if path.exists():
+                os.replace(path, aside / path.name)
+        return aside
 
     def status(self) -> dict[str, Any]:
         """The recorded status (``{"state": "pending"}`` when none was recorded);
@@ -411,6 +444,16 @@ class RunDir:
                 f"{self.checkpoint_path} {problem}", hint=self._fix("checkpoint.pt")
             )
 
+    def staleness(self) -> str | None:
+        """Why the run's result (or, unfinished, its checkpoint) is stale; None if it is not."""
+        try:
+            result = self._result()
+            if result is not None:
+                return self._stale(result, "result")
+            return self._stale(_checkpoint_stamp(self.checkpoint_path), "checkpoint")
+        except CorruptDataError:
+            return None  # a fault, reported as such
+
     def facts(self) -> Facts:
         """What the store says about the run, for :func:`debias_bench.states.effective_state`."""
         status, result, fault = self._read()
@@ -420,6 +463,7 @@ class RunDir:
             stored=RunState.PENDING if fault else parse_state(status.get("state")),
             result_ok=result is not None,
             fault=fault,
+            stale=None if fault else self.staleness(),
             attempts=int(status.get("attempt") or 0),
             same_host=status.get("host", socket.gethostname()) == socket.gethostname(),
             heartbeat_age_s=time.time() - float(status.get("heartbeat") or 0),
@@ -574,9 +618,11 @@ class RunDir:
         return self._result()
 
     def is_done(self) -> bool:
-        """Whether the run has a complete, finite result (a corrupt one is not done)."""
+        """Whether the run has a complete, finite result of the current code (a corrupt or
+        stale one is not done)."""
         try:
-            return self._result() is not None
+            result = self._result()
+            return result is not None and self._stale(result, "result") is None
         except CorruptDataError:
             return False
 

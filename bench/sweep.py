@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import time
 import traceback
 from collections.abc import Callable
@@ -114,6 +115,11 @@ def run_one(
             record_decision(run_dir, decision, owned=True)
             if not decision.run:
                 return Outcome(config, run_dir, decision.state, decision.note)
+            if decision.state is RunState.STALE:
+                why = run_dir.staleness() or "stale"
+                aside = run_dir.retire()
+                print(f"{config.run_id}: {why}; its files moved to {aside}, retraining",
+                      file=sys.stderr, flush=True)  # fmt: skip
             return _execute(
                 config,
                 run_dir,

@@ -95,7 +95,8 @@ def summary_line(
     parts = [f"{counts['done']} done", f"{counts['running']} running"]
     if progress and counts["running"]:
         parts[-1] += f" ({progress})"
-    parts += [f"{counts[k]} {k}" for k in ("queued", "held", "dead", "corrupt") if counts[k]]
+    shown = ("queued", "held", RunState.DEAD, RunState.CORRUPT, RunState.STALE)
+    parts += [f"{counts[k]} {k}" for k in shown if counts[k]]
     parts += [f"{counts['failed']} failed", f"{counts['pending']} pending (of {total})"]
     eta = "?" if eta_s is None else fmt_duration(eta_s)
     return ", ".join(parts) + f"; ETA {eta}"

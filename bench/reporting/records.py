@@ -98,6 +98,8 @@ def run_rows(run_dir: RunDir) -> list[dict[str, Any]]:
     if facts.fault:  # one line, paths relative to the store: the tables list it under them
         fault = facts.fault.replace(f"{run_dir.path.parent}/", "").replace("\n  hint: ", "; ")
         return [{**base, "note": fault}]
+    if state is RunState.STALE:
+        return [{**base, "note": facts.stale}]
     if state is not RunState.DONE:
         return [{**base, "note": _status_note(run_dir.status())}]
     result = run_dir.result() or {}
