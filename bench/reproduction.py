@@ -96,6 +96,25 @@ def code_version(run_dir: RunDir, result: dict[str, Any]) -> str | None:
     return f"{version}+g{commit[:10]}" if version and commit else version
 
 
+#: columns added after the first exports (read as empty from those)
+LATER_COLUMNS = ("worst_group_accuracy",)
+#: what identifies a row of the export: one run's one selection
+ROW_KEY = ["method", "dataset", "ratio", "seed", "protocol", "preset", "selection"]
+
+
+def merge_frames(kept: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
+    """``kept`` (an earlier export) with ``new``'s rows added; a row of ``new`` replaces the
+    row of ``kept`` with the same :data:`ROW_KEY` (the reproduction spans run stores of
+    several sessions). Columns an earlier export lacks stay empty for its rows."""
+    key = ROW_KEY
+    new_keys = set(map(tuple, new[key].astype(str).itertuples(index=False)))
+    old_keys = kept[key].astype(str).itertuples(index=False)
+    keep = kept[[tuple(k) not in new_keys for k in old_keys]]
+    frame = pd.concat([keep, new], ignore_index=True).reindex(columns=COLUMNS)
+    frame = frame.sort_values(["dataset", "method", "ratio", "seed", "selection"], kind="stable")
+    return frame.reset_index(drop=True)
+
+
 def write_csv(frame: pd.DataFrame, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     frame.to_csv(path, index=False, float_format="%.4f")
@@ -105,6 +124,9 @@ def read_csv(path: Path) -> pd.DataFrame:
     if not path.is_file():
         raise ConfigError(f"no reproduction CSV at {path}", hint="bench reproduce export first")
     frame = pd.read_csv(path)
+    for column in LATER_COLUMNS:  # exports written before these columns were
+        if column not in frame.columns:
+            frame[column] = float("nan")
     missing = [c for c in COLUMNS if c not in frame.columns]
     if missing:
         raise ConfigError(

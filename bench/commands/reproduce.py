@@ -18,6 +18,7 @@ from debias_bench.reproduction import (
     compare_frame,
     export_frame,
     load_explanations,
+    merge_frames,
     read_csv,
     reason_notes,
     render_readme,
@@ -35,9 +36,13 @@ def cmd_export(args: argparse.Namespace) -> int:
         print(f"error: no run store at {store}", file=sys.stderr)
         return 2
     frame, unfinished = export_frame(RunStore(store), args.dataset)
-    write_csv(frame, Path(args.output))
     runs = frame[["method", "ratio", "seed", "protocol", "preset"]].drop_duplicates()
-    print(f"wrote {args.output}: {len(frame)} rows from {len(runs)} done runs", file=sys.stderr)
+    added = f"{len(frame)} rows from {len(runs)} done runs"
+    if args.merge and Path(args.output).is_file():
+        frame = merge_frames(read_csv(Path(args.output)), frame)
+        added += f" merged into its {len(frame)} rows"
+    write_csv(frame, Path(args.output))
+    print(f"wrote {args.output}: {added}", file=sys.stderr)
     for run_id in unfinished:
         print(f"  not done: {run_id}", file=sys.stderr)
     return 0
@@ -76,6 +81,12 @@ def add(sub: argparse._SubParsersAction) -> None:
     export.add_argument("--out", required=True, help="run store to read (never written)")
     export.add_argument("--dataset", default=None, help="only this dataset's runs")
     export.add_argument("-o", "--output", required=True, help="CSV to write")
+    export.add_argument(
+        "--merge",
+        action="store_true",
+        help="keep the rows of an existing --output for runs this store does not hold (a "
+        "reproduction spread over the stores of several sessions); the store's rows win",
+    )
     export.set_defaults(func=cmd_export)
 
     table = verbs.add_parser("table", help="ours vs the paper, flagged cells with reasons")
