@@ -116,7 +116,7 @@ def run_one(
             if not decision.run:
                 return Outcome(config, run_dir, decision.state, decision.note)
             if decision.state is RunState.STALE:
-                why = run_dir.staleness() or "stale"
+                why = run_dir.staleness() or RunState.STALE.value
                 aside = run_dir.retire()
                 print(f"{config.run_id}: {why}; its files moved to {aside}, retraining",
                       file=sys.stderr, flush=True)  # fmt: skip

@@ -91,13 +91,16 @@ def summary_line(
 ) -> str:
     """``3 done, 1 running (step 120/240, 35 steps/s, ETA 4s), 1 failed, 4 pending (of 10);
     ETA 5m00s``; other states (queued, held, dead, corrupt) are listed when present."""
-    progress = running_text(list(running), counts["running"])
-    parts = [f"{counts['done']} done", f"{counts['running']} running"]
-    if progress and counts["running"]:
+    progress = running_text(list(running), counts[RunState.RUNNING])
+    parts = [f"{counts[RunState.DONE]} done", f"{counts[RunState.RUNNING]} running"]
+    if progress and counts[RunState.RUNNING]:
         parts[-1] += f" ({progress})"
     shown = ("queued", "held", RunState.DEAD, RunState.CORRUPT, RunState.STALE)
     parts += [f"{counts[k]} {k}" for k in shown if counts[k]]
-    parts += [f"{counts['failed']} failed", f"{counts['pending']} pending (of {total})"]
+    parts += [
+        f"{counts[RunState.FAILED]} failed",
+        f"{counts[RunState.PENDING]} pending (of {total})",
+    ]
     eta = "?" if eta_s is None else fmt_duration(eta_s)
     return ", ".join(parts) + f"; ETA {eta}"
 
@@ -242,7 +245,7 @@ def schedule(
         watched_at = time.monotonic()
         progress.clear()
         for run_id, state in launcher.active().items():
-            if state == "running":
+            if state == RunState.RUNNING:
                 with contextlib.suppress(Exception):  # a torn or foreign file: no progress
                     progress[run_id] = Live.from_status(store.run(run_id).status())
                 progress.setdefault(run_id, None)
@@ -258,7 +261,7 @@ def schedule(
         for o in outcomes.values():
             c[COUNTED_AS.get(o.state, o.state)] += 1
         c.update(launcher.active().values())
-        c["pending"] += len(queue) + len(not_started)
+        c[RunState.PENDING] += len(queue) + len(not_started)
         c["held"] += len(held)
         return c
 
@@ -272,7 +275,7 @@ def schedule(
         waiting += [kinds[r] for r in held] + [
             kinds[r] for r, s in active.items() if s != RunState.RUNNING
         ]
-        waiting += [None] * max(0, c["pending"] + c["queued"] + c["held"] - len(waiting))
+        waiting += [None] * max(0, c[RunState.PENDING] + c["queued"] + c["held"] - len(waiting))
         eta = sweep_eta(finished, waiting, running, launcher.parallelism())
         live.update(c, eta, force, [p for _, p in running if p is not None])
 

@@ -252,7 +252,8 @@ def squeue_states(user: str | None = None) -> dict[str, str] | None:
 
 def queue_label(slurm_state: str) -> str:
     """A SLURM job state as the summary counts it."""
-    return "queued" if slurm_state in ("PENDING", "REQUEUED", "REQUEUE_HOLD") else "running"
+    queued = slurm_state in ("PENDING", "REQUEUED", "REQUEUE_HOLD")
+    return "queued" if queued else RunState.RUNNING.value
 
 
 class SlurmLauncher(Launcher):
@@ -283,7 +284,7 @@ class SlurmLauncher(Launcher):
         return 1 << 30  # SLURM queues; the array's %N caps how many run at once
 
     def parallelism(self) -> int:
-        running = sum(queue_label(s) == "running" for s in self.states.values())
+        running = sum(queue_label(s) == RunState.RUNNING for s in self.states.values())
         return max(1, running)
 
     def worker_job(self, task: Task, res: Resources) -> WorkerJob:
