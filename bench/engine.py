@@ -29,6 +29,7 @@ from debias_bench.config import RunConfig
 from debias_bench.data import Splits, TrainStream, resize_split, resized_spec
 from debias_bench.errors import BenchError
 from debias_bench.family import DatasetFamily, build_lock
+from debias_bench.iid import iid_valid
 from debias_bench.method import Method, TrainEnv
 from debias_bench.metrics import SelectionTracker, collect_features, evaluate_split
 from debias_bench.nc import neural_collapse_by_alignment
@@ -282,6 +283,7 @@ def _train(
         hp["eval_every"] or max(1, round(float(hp["eval_every_epochs"]) * stream.steps_per_epoch))
     )
     tracker = SelectionTracker()
+    iid, iid_note = iid_valid(splits.valid, config.ratio, config.seed)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
 
@@ -346,6 +348,11 @@ def _train(
                     "train": train_means,
                     "valid": evaluate_split(method.predict, splits.valid, spec, eval_bs, device),
                     "test": evaluate_split(method.predict, splits.test, spec, eval_bs, device),
+                    **(
+                        {"valid_iid": evaluate_split(method.predict, iid, spec, eval_bs, device)}
+                        if iid is not None
+                        else {}
+                    ),
                     "train_time_s": train_time,
                 }
                 if nc_split is not None:
@@ -381,6 +388,7 @@ def _train(
         "device": str(device),
         "data_version": family.version(),
         "data_fingerprint": fingerprint,
+        "valid_iid": iid_note,  # how the in-distribution split was built, or why there is none
         "code_version": __version__,
         "finished": time.time(),
     }

@@ -11,13 +11,14 @@ from debias_bench.data import DatasetSpec, Split, eval_batches
 from debias_bench.states import FailReason, RunFailure
 
 #: model-selection rules; every result has the first three (older results lack the others)
-SELECTIONS = ("last", "best_valid", "best_test", "best_valid_worst_group")
+SELECTIONS = ("last", "best_valid", "best_test", "best_valid_worst_group", "best_valid_iid")
 REQUIRED_SELECTIONS = SELECTIONS[:3]
 #: selection -> (split, metric) it maximises (``last`` takes the final evaluation)
 SELECTED_BY = {
     "best_valid": ("valid", "accuracy"),
     "best_test": ("test", "accuracy"),
     "best_valid_worst_group": ("valid", "worst_group_accuracy"),
+    "best_valid_iid": ("valid_iid", "accuracy"),  # no bias labels: see debias_bench.iid
 }
 
 
@@ -136,10 +137,11 @@ class SelectionTracker:
         self.selected: dict[str, dict[str, Any]] = {}
 
     def update(self, record: dict[str, Any]) -> None:
-        entry = {k: copy.deepcopy(record[k]) for k in ("step", "epoch", "valid", "test")}
+        kept = ("step", "epoch", "valid", "test", "valid_iid")
+        entry = {k: copy.deepcopy(record[k]) for k in kept if k in record}
         self.selected["last"] = entry
         for name, (split, metric) in SELECTED_BY.items():
-            value = record[split].get(metric)
+            value = (record.get(split) or {}).get(metric)
             if value is None:
                 continue
             best = self.selected.get(name)
