@@ -13,6 +13,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from debias_bench.reporting.plots import plot_reproduction
 from debias_bench.reproduction import (
     caption,
     compare_frame,
@@ -62,6 +63,12 @@ def cmd_table(args: argparse.Namespace) -> int:
     if args.numbered:
         for k, text in enumerate(reason_notes(cells), 1):
             print(f"\n({k}) {text}")
+    if args.plot:
+        title = caption(frame, args.dataset, selection, protocol, preset).split(";")[0]
+        path = plot_reproduction(
+            cells, f"{title}: ours (mean ± std over seeds) and the paper", Path(args.plot)
+        )
+        print(f"wrote {path}", file=sys.stderr)
     if args.readme:
         text = render_readme(
             frame, cells, args.dataset, selection, protocol, preset, explanations, str(csv)
@@ -101,6 +108,11 @@ def add(sub: argparse._SubParsersAction) -> None:
         help="YAML of reasons for flagged cells and notes (default %(default)s)",
     )
     table.add_argument("--readme", default=None, help="also write this README (Markdown)")
+    table.add_argument(
+        "--plot",
+        default=None,
+        help="also write this PNG: accuracy against ratio, ours and the paper",
+    )
     table.add_argument(
         "--numbered", action="store_true", help="reasons as numbered notes under the table"
     )

@@ -7,6 +7,7 @@ or changes the caller's backend.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -87,3 +88,44 @@ def plot_ratio_curves(
             fig.savefig(path, dpi=150)
             written.append(path)
     return written
+
+
+def plot_reproduction(cells: list[Any], title: str, path: Path) -> Path:
+    """Ours against the paper, accuracy against ratio, one panel per method, both with their
+    std over seeds as error bars (``cells``: :class:`debias_bench.reproduction.Comparison`)."""
+    methods = list(dict.fromkeys(c.method for c in cells))
+    cols = min(4, len(methods)) or 1
+    rows = -(-len(methods) // cols) or 1
+    fig = Figure(figsize=(3.2 * cols, 2.7 * rows + 0.6), layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(rows, cols, squeeze=False, sharey=True)
+    ratios = sorted({c.ratio for c in cells})
+    for ax, method in zip(axes.flat, methods, strict=False):
+        mine = sorted((c for c in cells if c.method == method), key=lambda c: c.ratio)
+        for label, mean, std, style in (
+            ("ours", "ours_mean", "ours_std", {"marker": "o", "linestyle": "-"}),
+            ("paper", "paper_mean", "paper_std", {"marker": "s", "linestyle": "--"}),
+        ):
+            points = [c for c in mine if getattr(c, mean) is not None]
+            ax.errorbar(
+                [c.ratio for c in points],
+                [getattr(c, mean) for c in points],
+                yerr=[getattr(c, std) or 0.0 for c in points],
+                capsize=3,
+                label=label,
+                **style,
+            )
+        ax.set_xscale("log")
+        ax.set_xticks(ratios, [f"{r:g}" for r in ratios])
+        ax.minorticks_off()
+        ax.set_title(method_name(method), fontsize=9)
+        ax.grid(alpha=0.3)
+    for ax in list(axes.flat)[len(methods) :]:
+        ax.set_visible(False)
+    axes.flat[0].legend(fontsize=7)
+    fig.supxlabel("bias-conflicting samples in training (%)", fontsize=9)
+    fig.supylabel("test accuracy (%)", fontsize=9)
+    fig.suptitle(title, fontsize=9)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    return path
