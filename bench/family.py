@@ -5,10 +5,20 @@ Prepared splits use the LfF npy layout, one folder per split::
     <split>/images.npy   uint8  N x H x W x C
     <split>/attrs.npy    int64  N x 2   ([label, bias])
 
-plus a ``manifest.json`` per prepared dataset with its build parameters and the SHA-256 of every
-file: ``load`` checks the files a run reads against it (``debias_bench.integrity``) and
-``verify`` checks everything, counts included. Folders are written to a temporary name and
-renamed into place, so an interrupted build never leaves a half-written dataset behind.
+plus a ``manifest.json`` per prepared dataset with its build parameters and the SHA-256 and size
+of every file: ``load`` checks the files a run reads against it (``debias_bench.integrity``) and
+``verify`` checks everything, counts included.
+
+Prepared data is replaced atomically, in one place (``DatasetFamily.build_into``:
+``seal_dataset`` then ``replace_dir``): build into ``<name>.building`` beside the live folder,
+write the manifest last (it is the completion marker), check the new folder, rename the live
+folder aside to ``<name>.old-<pid>``, rename the new one into place, delete the old one. A kill
+at any point leaves either a complete folder under the live name or the live name missing beside
+a complete sibling; ``settle`` (run by ``prepare`` and before a run reads, under the build lock)
+puts that sibling back and removes leftovers, saying so in one line. "Prepared" means every file
+the manifest lists is there with its recorded size (``integrity.completeness_problems``): a
+``bench data prepare`` rebuilds a dataset that misses a file, and a run refuses it with an error
+naming the file and the command that repairs it (a run never rebuilds data that was damaged).
 """
 
 from __future__ import annotations
@@ -21,8 +31,9 @@ import json
 import os
 import shutil
 import sys
+import threading
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -33,7 +44,15 @@ from debias_bench.data import DatasetSpec, Split, Splits
 from debias_bench.data_options import DataOption, check_options, declared_options
 from debias_bench.download import Download
 from debias_bench.errors import BenchError, ConfigError, CorruptDataError, DataNotFoundError
-from debias_bench.integrity import check_files, fingerprint_of, manifest_digests, sha256
+from debias_bench.integrity import (
+    MANIFEST,
+    VERIFIED_CACHE,
+    check_files,
+    completeness_problems,
+    fingerprint_of,
+    manifest_digests,
+    sha256,
+)
 
 
 class DatasetFamily(ABC):
@@ -99,16 +118,101 @@ class DatasetFamily(ABC):
     def prepare(self, ratios: Iterable[float] | None = None, force: bool = False) -> Path:
         """Build the given ratios (default: all) into the data root; return the folder.
 
-        A no-op when already prepared (a manifest exists), unless ``force``."""
+        A no-op when already prepared (every file the manifest lists is there), unless
+        ``force``. Families that store npy splits do it with ``build_into``."""
 
     def split_dirs(self, ratio: float) -> tuple[Path, dict[str, Path]]:
         """(folder holding manifest.json, {"train"|"valid"|"test": split folder}) for ``ratio``."""
         raise NotImplementedError(f"{type(self).__name__} does not store npy splits")
 
+    def build_into(
+        self,
+        folder: Path,
+        force: bool,
+        build: Callable[[Path], None],
+        params: Callable[[], dict[str, Any]],
+        shape: tuple[int, int] | None = None,
+    ) -> Path:
+        """The one way a family (re)builds its prepared ``folder``; returns it.
+
+        Puts back a swap that was interrupted earlier (``settle``); then, unless the folder is
+        complete (or ``force``), says in one line why it rebuilds, runs ``build(staging)`` on a
+        fresh ``<name>.building`` beside it, seals it (manifest last, then checked:
+        ``seal_dataset``) and swaps it in by renames (``replace_dir``). Works under the build
+        lock (taken here when the caller does not hold it); a complete folder with nothing
+        beside it takes no lock and writes nothing."""
+        if not force and not leftovers(folder) and not completeness_problems(folder):
+            return folder
+        with build_lock(self):
+            self._settle(folder)
+            problems = completeness_problems(folder)
+            if not force and not problems:
+                return folder
+            if not force and folder.exists():
+                print(_rebuild_note(folder, problems), file=sys.stderr)
+            staging = folder.with_name(folder.name + BUILDING)
+            if staging.exists():
+                shutil.rmtree(staging)
+            staging.mkdir(parents=True)
+            try:
+                build(staging)
+                seal_dataset(staging, params(), shape=shape)
+            except Exception:  # an error, not a kill: the live data untouched, nothing left
+                shutil.rmtree(staging, ignore_errors=True)
+                raise
+            replace_dir(staging, folder)
+        return folder
+
+    def _settle(self, folder: Path) -> None:
+        """``settle`` under the build lock, its notes on stderr."""
+        if not leftovers(folder):
+            return
+        with build_lock(self):
+            for note in settle(folder):
+                print(note, file=sys.stderr)
+
+    def _manifest_root(self, ratio: float) -> Path | None:
+        """The folder whose manifest covers ``ratio`` (None: the family keeps no npy store, or
+        cannot tell where it is)."""
+        try:
+            return self.split_dirs(ratio)[0]
+        except (NotImplementedError, BenchError):
+            return None
+
+    def damage(self, ratios: Iterable[float] | None = None) -> list[str]:
+        """What is missing from prepared data that has a manifest (a file gone, or of another
+        size): data that was built and then damaged. Empty when complete or never built."""
+        roots = {self._manifest_root(r) for r in (ratios or self.spec.ratios)}
+        problems: list[str] = []
+        for root in sorted(r for r in roots if r is not None):
+            if (root / MANIFEST).is_file():
+                problems += completeness_problems(root)
+        return problems
+
+    def ready_to_read(self, ratio: float) -> None:
+        """What comes before a run reads ``ratio``: put back a dataset left half-swapped by a
+        killed ``prepare``, then refuse one that is damaged (CorruptDataError naming the first
+        missing file and the command that repairs it). Data never built is built by
+        ``prepare`` as before; data built and then damaged is never rebuilt behind a run."""
+        root = self._manifest_root(ratio)
+        if root is None:
+            return
+        self._settle(root)
+        problems = self.damage([ratio])
+        if problems:
+            more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+            raise CorruptDataError(
+                f"the prepared data of {self.spec.name} in {root} is incomplete: "
+                f"{problems[0]}{more}",
+                hint=f"repair it: `{self.repair_command()}`",
+            )
+
     def load(self, ratio: float) -> Splits:
         """Splits for one bias-conflicting ratio (in percent); prepares them when missing and
-        checks every file read against the manifest (CorruptDataError on a mismatch)."""
+        checks every file read against the manifest (CorruptDataError on a mismatch, or when
+        a prepared file is gone: ``ready_to_read``)."""
         ratio = self.check_ratio(ratio)
+        self.ready_to_read(ratio)
         self.prepare([ratio])
         _, dirs = self.split_dirs(ratio)
         self.checked_files(ratio)
@@ -117,8 +221,18 @@ class DatasetFamily(ABC):
         )
 
     def repair_command(self) -> str:
-        """The command that rebuilds this dataset's prepared data."""
-        return f"bench data prepare {self.spec.name} --force"
+        """The command that rebuilds this dataset's prepared data (its non-default build
+        options included, so it rebuilds this very folder)."""
+        return f"bench data prepare {self.spec.name} --force{self._option_flags()}"
+
+    def _option_flags(self) -> str:
+        """`` --data-option KEY=VALUE`` for each build option not at its default."""
+        declared = declared_options(type(self))
+        return "".join(
+            f" --data-option {key}={value}"
+            for key, value in self._option_values.items()
+            if key in declared and value != declared[key].default
+        )
 
     def checked_files(self, ratio: float) -> dict[str, str]:
         """{relative path: sha256} of the files a run at ``ratio`` reads, checked against the
@@ -139,9 +253,12 @@ class DatasetFamily(ABC):
         try:
             if ratio is not None:
                 ratio = self.check_ratio(ratio)
+                self.ready_to_read(ratio)
                 self.prepare([ratio])
                 return fingerprint_of(self.checked_files(ratio))
             root, _ = self.split_dirs(self.spec.ratios[0])
+            for r in self.spec.ratios:
+                self.ready_to_read(r)
             self.prepare()
             return fingerprint_of(manifest_digests(root, self.repair_command()))
         except NotImplementedError:
@@ -161,9 +278,18 @@ class DatasetFamily(ABC):
 
     def availability(self) -> str | None:
         """None when the data is prepared, its raw sources are present, or its builder fetches
-        them itself; otherwise where it looked and the command that gets the data."""
+        them itself; otherwise where it looked and the command that gets the data. Prepared
+        data with a file missing is a problem too (a run would refuse it): the file is named,
+        with the command that repairs it."""
         try:
-            if self.is_prepared():
+            damage = self.damage()
+            if damage:
+                more = f" (and {len(damage) - 1} more)" if len(damage) > 1 else ""
+                return (
+                    f"{self.spec.name}: the prepared data is incomplete: {damage[0]}{more}\n"
+                    f"  repair it with `{self.repair_command()}`"
+                )
+            if self.is_prepared() or self._recoverable():
                 return None
             self.find_raw()
             return None
@@ -195,13 +321,29 @@ class DatasetFamily(ABC):
         return self.data_root / self.spec.name / f"v{self.build_version}"
 
     def is_prepared(self) -> bool:
-        return (self.folder / "manifest.json").is_file()
+        """Its manifest (written last) is there and so is every file it lists, with its
+        recorded size; a folder missing a file, or left half-swapped, is not prepared."""
+        return not completeness_problems(self.folder)
+
+    def _recoverable(self) -> bool:
+        """A complete copy of the data sits beside its folder (an interrupted swap), which
+        ``prepare`` and a run put back."""
+        return any(not completeness_problems(p) for p in leftovers(self.folder))
 
     def verify(self) -> list[str]:
         """Problems with the prepared data (checksums, counts, sizes); empty when all good."""
-        if not self.is_prepared():
-            return [f"{self.spec.name} is not prepared ({self.folder} has no manifest.json)"]
-        return verify_dataset(self.folder, self.spec.num_classes, self.spec.num_biases)
+        folder = self.folder
+        if not (folder / MANIFEST).is_file():
+            problems = [f"{self.spec.name} is not prepared ({folder} has no manifest.json)"]
+            for left in leftovers(folder):
+                state = "complete" if not completeness_problems(left) else "incomplete"
+                problems.append(
+                    f"{left} is a {state} copy left by an interrupted build or swap: "
+                    f"`bench data prepare {self.spec.name}{self._option_flags()}` puts it back "
+                    "or rebuilds"
+                )
+            return problems
+        return verify_dataset(folder, self.spec.num_classes, self.spec.num_biases)
 
     def check_ratio(self, ratio: float) -> float:
         ratio = float(ratio)
@@ -227,12 +369,21 @@ def _split_digest(split: Split) -> str:
     return digest.hexdigest()
 
 
+_HELD = threading.local()  # the build locks this thread holds (``build_lock`` nests)
+
+
 @contextlib.contextmanager
 def build_lock(family: DatasetFamily) -> Iterator[None]:
     """One process at a time prepares (and first reads) a family in a data root: the workers
     of a sweep (or Slurm jobs sharing the data root) that start on an unbuilt dataset wait for
-    the first one's build instead of writing the same staging folder at once."""
+    the first one's build instead of writing the same staging folder at once. A thread that
+    holds the lock may take it again (``prepare`` inside a caller's lock)."""
     folder = family.data_root / family.spec.name
+    key = os.path.abspath(folder)
+    held: set[str] = _HELD.__dict__.setdefault("paths", set())
+    if key in held:
+        yield
+        return
     folder.mkdir(parents=True, exist_ok=True)
     fd = os.open(folder / ".build.lock", os.O_RDWR | os.O_CREAT, 0o644)
     try:
@@ -243,9 +394,118 @@ def build_lock(family: DatasetFamily) -> Iterator[None]:
             fcntl.flock(fd, fcntl.LOCK_EX)
         except OSError:  # no lock support (some network file systems): go on unlocked
             pass
+        held.add(key)
         yield
     finally:
+        held.discard(key)
         os.close(fd)  # releases the lock
+
+
+#: suffixes of a build's staging folder beside the live one (``<name>.building``, imports)
+BUILDING, IMPORTING = ".building", ".importing"
+#: a live folder renamed aside during a swap: ``<name>.old-<pid>``
+OLD_MARK = ".old-"
+
+
+def leftovers(folder: Path) -> list[Path]:
+    """Folders beside ``folder`` left by a build or swap that did not finish: its staging
+    (``<name>.building`` / ``<name>.importing``) and old copies set aside (``<name>.old-*``)."""
+    try:
+        siblings = list(folder.parent.iterdir())
+    except OSError:
+        return []
+    staging = {folder.name + BUILDING, folder.name + IMPORTING}
+    return sorted(
+        p
+        for p in siblings
+        if (p.name in staging or p.name.startswith(folder.name + OLD_MARK)) and p.is_dir()
+    )
+
+
+def _set_aside(target: Path) -> Path:
+    """Swap step 1: rename the live folder to ``<name>.old-<pid>``."""
+    old = target.with_name(f"{target.name}{OLD_MARK}{os.getpid()}")
+    if old.exists():  # left by an earlier process with this pid
+        shutil.rmtree(old)
+    os.rename(target, old)
+    return old
+
+
+def _put_in_place(new: Path, target: Path) -> None:
+    """Swap step 2: rename the new folder to the live name (free after step 1)."""
+    os.rename(new, target)
+    _sync_dir(target.parent)
+
+
+def _discard(old: Path) -> None:
+    """Swap step 3: delete the old folder."""
+    if old.exists():
+        shutil.rmtree(old)
+
+
+def _sync_dir(folder: Path) -> None:
+    """Make the renames in ``folder`` durable (where the file system allows it)."""
+    with contextlib.suppress(OSError):
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def replace_dir(staging: Path, target: Path) -> None:
+    """Put the finished folder ``staging`` (a sibling of ``target``) at ``target``: rename the
+    live folder aside, rename the new one into place, delete the old one. Killed at any
+    point, it leaves a complete folder under the live name, or the live name missing beside
+    complete siblings (which ``settle`` puts back); never a live folder with files missing."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    old = _set_aside(target) if target.exists() else None
+    _put_in_place(staging, target)
+    if old is not None:
+        _discard(old)
+
+
+def settle(folder: Path) -> list[str]:
+    """Finish or undo a build or swap at ``folder`` that a kill interrupted (call it under the
+    build lock, so no live build's staging is touched); returns the one line saying what it
+    did (empty: nothing was left).
+
+    * live folder complete: the leftovers beside it are removed (an unfinished staging, a
+      finished one whose swap never began, or the old copy whose deletion was cut short);
+    * live folder missing or incomplete: the complete leftover is renamed into place (a
+      finished staging first, else the old copy), the rest removed; with none complete, the
+      leftovers are removed and the caller rebuilds."""
+    stale = leftovers(folder)
+    if not stale:
+        return []
+    recovered = None
+    if completeness_problems(folder):
+        ranked = sorted(stale, key=lambda p: (OLD_MARK in p.name, -p.stat().st_mtime))
+        recovered = next((p for p in ranked if not completeness_problems(p)), None)
+        if recovered is not None:
+            if folder.exists():
+                stale.append(_set_aside(folder))
+            _put_in_place(recovered, folder)
+            stale.remove(recovered)
+    stale = [p for p in dict.fromkeys(stale) if p.exists()]
+    for path in stale:
+        _discard(path)
+    removed = ", ".join(p.name for p in stale)
+    if recovered is not None:
+        tail = f" (removed {removed})" if removed else ""
+        return [
+            f"note: {folder} was left half-swapped by an interrupted build; "
+            f"recovered the complete copy {recovered.name}{tail}"
+        ]
+    return [f"note: removed what an interrupted build left beside {folder}: {removed}"]
+
+
+def _rebuild_note(folder: Path, problems: list[str]) -> str:
+    """The one line ``build_into`` prints before it rebuilds a folder that is there."""
+    if not (folder / MANIFEST).is_file():
+        return f"note: {folder} has no manifest.json; rebuilding it"
+    more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+    return f"note: {folder} is incomplete: {problems[0]}{more}; rebuilding it"
 
 
 def ratio_dirname(ratio: float) -> str:
@@ -297,26 +557,54 @@ def publish_dataset(
     params: dict[str, Any],
     shape: tuple[int, int] | None = None,
 ) -> None:
-    """Write the manifest (parameters + checksums) and atomically move staging to target.
+    """Write the manifest (parameters, checksums, sizes) last, check the new folder, and swap
+    it in for ``target`` (``replace_dir``: the old data stays whole until the new is in place).
 
     The manifest also records every split's size, image shape and class x bias counts
     (``shape`` = (num_classes, num_biases), inferred from the labels when not given), which
     ``verify_dataset`` checks."""
-    files = sorted(p for p in staging.rglob("*") if p.is_file())
+    seal_dataset(staging, params, shape)
+    replace_dir(staging, target)
+
+
+def seal_dataset(
+    staging: Path, params: dict[str, Any], shape: tuple[int, int] | None = None
+) -> None:
+    """Write the manifest of the finished build in ``staging`` (last: it marks the build
+    complete) and check the folder against it. Reading every split for its counts is the
+    check of the arrays (readable, labels and biases in range); then every listed file must be
+    there with its size. CorruptDataError when not, before any swap begins."""
+    skip = {staging / MANIFEST, staging / VERIFIED_CACHE}
+    files = sorted(p for p in staging.rglob("*") if p.is_file() and p not in skip)
+    rels = {p.relative_to(staging).as_posix(): p for p in files}
     manifest: dict[str, Any] = {
         "params": params,
-        "files": {str(p.relative_to(staging)): sha256(p) for p in files},
+        "files": {rel: sha256(p) for rel, p in rels.items()},
+        "sizes": {rel: p.stat().st_size for rel, p in rels.items()},
     }
     if shape is None:
         shape = infer_shape(staging)
     if shape is not None:
         manifest["shape"] = list(shape)
         manifest["splits"] = describe_dataset(staging, *shape)
-    (staging / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True))
-    target.parent.mkdir(parents=True, exist_ok=True)
-    if target.exists():
-        shutil.rmtree(target)
-    os.replace(staging, target)
+    _write_manifest(staging, manifest)
+    problems = completeness_problems(staging)
+    if problems:
+        raise CorruptDataError(
+            f"the new build in {staging} failed its check: {problems[0]}",
+            hint="the data in use was left as it was; build again",
+        )
+
+
+def _write_manifest(folder: Path, manifest: dict[str, Any]) -> None:
+    """Write ``manifest.json`` whole or not at all (temporary name, fsync, rename)."""
+    tmp = folder / f"{MANIFEST}.tmp"
+    with open(tmp, "w") as handle:
+        handle.write(json.dumps(manifest, indent=2, sort_keys=True))
+        handle.flush()
+        with contextlib.suppress(OSError):
+            os.fsync(handle.fileno())
+    os.replace(tmp, folder / MANIFEST)
 
 
 def verify_manifest(folder: Path) -> list[str]:
@@ -375,7 +663,7 @@ def verify_dataset(folder: Path, num_classes: int, num_biases: int) -> list[str]
         return problems
     num_classes, num_biases = manifest.get("shape", (num_classes, num_biases))
     for rel, want in expected.items():
-        if not (folder / rel / "images.npy").is_file():
+        if not all((folder / rel / name).is_file() for name in SPLIT_FILES):
             continue  # already reported as missing
         try:
             got = describe_split(folder / rel, num_classes, num_biases)

@@ -10,6 +10,13 @@ prepared dataset. Before a run reads a split, each file it reads is checked:
 A mismatch, a missing file or a missing manifest is a CorruptDataError naming the file and
 the command that rebuilds it. The data's fingerprint is a hash of the checksums of the files
 read, so two runs share a fingerprint exactly when they read the same bytes.
+
+The manifest is written last into a finished build, so it is also the dataset's completion
+marker: ``completeness_problems`` says whether every file it lists is there with its recorded
+size (``sizes``; no hashing), which is what "prepared" means. Manifests written before sizes
+were recorded (stores prepared by older versions) have no ``sizes`` table: for them a listed
+file must be present, and its content is checked by hash when a run reads it, as before. They
+keep working; no rebuild is asked for.
 """
 
 from __future__ import annotations
@@ -51,6 +58,33 @@ def read_manifest(root: Path, fix: str) -> dict[str, Any]:
     except (ValueError, OSError, AttributeError) as exc:
         raise CorruptDataError(f"{path} is unreadable ({exc})", hint=f"rebuild: `{fix}`") from exc
     return manifest
+
+
+def completeness_problems(root: Path) -> list[str]:
+    """What is missing from the prepared dataset at ``root`` (empty: complete): no manifest,
+    an unreadable one, or a listed file absent or of another size than recorded. Cheap (a
+    ``stat`` per file), so it runs every time a dataset is asked whether it is prepared."""
+    path = root / MANIFEST
+    if not path.is_file():
+        return [f"{path} is missing"]
+    try:
+        manifest = json.loads(path.read_text())
+        files, sizes = manifest["files"], manifest.get("sizes", {})
+        if not isinstance(files, dict) or not isinstance(sizes, dict):
+            raise ValueError("no 'files' table")
+    except (ValueError, OSError, KeyError, TypeError) as exc:
+        return [f"{path} is unreadable ({exc})"]
+    problems = []
+    for rel in sorted(files):
+        file = root / rel
+        try:
+            size = file.stat().st_size
+        except OSError:
+            problems.append(f"{file} is missing")
+            continue
+        if rel in sizes and size != sizes[rel]:
+            problems.append(f"{file} has {size} bytes, the manifest says {sizes[rel]}")
+    return problems
 
 
 def _read_cache(root: Path) -> dict[str, list[Any]]:

@@ -146,6 +146,7 @@ class BiasedFFHQ(CachedImageFamily):
 
     def load(self, ratio: float):
         ratio = self.check_ratio(ratio)
+        self.ready_to_read(ratio)
         self.prepare([ratio])
         if not (self.folder / ratio_dirname(ratio) / "train").is_dir():
             present = sorted(p.name for p in self.folder.glob("*pct"))

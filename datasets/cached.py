@@ -12,15 +12,13 @@ source is (``find_source``) and how to turn it into splits (``build``).
 
 from __future__ import annotations
 
-import shutil
-import sys
 from abc import abstractmethod
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, ClassVar
 
 from debias_bench.errors import DataNotFoundError
-from debias_bench.family import DataOption, DatasetFamily, publish_dataset, ratio_dirname
+from debias_bench.family import DataOption, DatasetFamily, ratio_dirname
 
 #: the normalisation DisEnt / BiasEnsemble / LfF use, also on the 224-px sets
 CIFAR_MEAN = (0.4914, 0.4822, 0.4465)
@@ -96,19 +94,14 @@ class CachedImageFamily(DatasetFamily):
     def prepare(self, ratios: Iterable[float] | None = None, force: bool = False) -> Path:
         for r in ratios or self.spec.ratios:
             self.check_ratio(r)
-        if self.is_prepared() and not force:
-            return self.folder
-        folder = self._folder_of(self.source_kind())  # building needs the raw source
-        if folder.is_dir() and not force:
-            print(f"note: {folder} has no manifest.json; rebuilding it", file=sys.stderr)
-        staging = folder.with_name(folder.name + ".building")
-        if staging.exists():
-            shutil.rmtree(staging)
-        staging.mkdir(parents=True)
-        self.build(staging)
+        try:
+            folder = self._folder_of(self.source_kind())  # building needs the raw source
+        except DataNotFoundError:
+            if self.is_prepared() and not force:  # raw sources gone, a build of another kind
+                return self.folder
+            raise
         shape = (self.spec.num_classes, self.spec.num_biases)
-        publish_dataset(staging, folder, self.params(), shape=shape)
-        return folder
+        return self.build_into(folder, force, self.build, self.params, shape)
 
     def is_prepared(self) -> bool:
         try:

@@ -25,8 +25,6 @@
 from __future__ import annotations
 
 import dataclasses
-import shutil
-import sys
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -38,7 +36,6 @@ from debias_bench.data import DatasetSpec, Split
 from debias_bench.download import Download
 from debias_bench.family import (
     DataOption,
-    publish_dataset,
     ratio_dirname,
     save_split,
 )
@@ -209,15 +206,12 @@ class CorruptedCIFAR10(ImportableFamily):
             self.check_ratio(r)
         if self.imported:
             return self.data_root / self.spec.name / "lff-import"  # `bench data import` fills it
-        if self.is_prepared() and not force:
-            return self.folder
-        if self.folder.is_dir() and not force:
-            print(f"note: {self.folder} has no manifest.json; rebuilding it", file=sys.stderr)
+        shape = (self.spec.num_classes, self.spec.num_biases)
+        return self.build_into(self.folder, force, self._build, self.params, shape)
+
+    def _build(self, staging: Path) -> None:
+        """The shared valid and test splits and every ratio's training split, into ``staging``."""
         src = self._source()
-        staging = self.folder.with_name(self.folder.name + ".building")
-        if staging.exists():
-            shutil.rmtree(staging)
-        staging.mkdir(parents=True)
         x, y = src["train_images"], src["train_labels"]
         n_valid = min(self.valid_size, len(y) // 10)
         order = _rng(self.data_seed, _STREAM_SPLIT).permutation(len(y))
@@ -270,10 +264,6 @@ class CorruptedCIFAR10(ImportableFamily):
                 torch.from_numpy(biases.astype(np.int64)),
             )
             save_split(staging / ratio_dirname(ratio) / "train", split)
-        publish_dataset(
-            staging, self.folder, self.params(), shape=(self.spec.num_classes, self.spec.num_biases)
-        )
-        return self.folder
 
     def _write(
         self,

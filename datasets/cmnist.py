@@ -17,8 +17,6 @@ Everything depends only on ``data_seed`` (never on the training seed).
 
 from __future__ import annotations
 
-import shutil
-import sys
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, ClassVar
@@ -28,12 +26,7 @@ import torch
 
 from debias_bench.data import DatasetSpec, Split
 from debias_bench.download import Download, RemoteFile
-from debias_bench.family import (
-    DataOption,
-    publish_dataset,
-    ratio_dirname,
-    save_split,
-)
+from debias_bench.family import DataOption, ratio_dirname, save_split
 from debias_bench.progress import progress_bar
 from debias_bench.registry import register_dataset
 
@@ -155,15 +148,11 @@ class ColourBiasedDigits(ImportableFamily):
             self.check_ratio(r)
         if self.imported:
             return self.data_root / self.spec.name / "lff-import"  # `bench data import` fills it
-        if self.is_prepared() and not force:
-            return self.folder
-        if self.folder.is_dir() and not force:
-            print(f"note: {self.folder} has no manifest.json; rebuilding it", file=sys.stderr)
+        return self.build_into(self.folder, force, self._build, self.params)
+
+    def _build(self, staging: Path) -> None:
+        """Every ratio's training split and the shared valid and test splits, into ``staging``."""
         raw = mnist_raw.load_idx(self.raw_source, self.raw_root, self.download_dir, self.spec.name)
-        staging = self.folder.with_name(self.folder.name + ".building")
-        if staging.exists():
-            shutil.rmtree(staging)
-        staging.mkdir(parents=True)
         ratios_all = self.spec.ratios  # build all: the held-out valid/test are shared
         steps = progress_bar(
             total=len(ratios_all) + 2, desc=f"building {self.spec.name}", unit="split"
@@ -187,8 +176,6 @@ class ColourBiasedDigits(ImportableFamily):
             )
             steps.update()
         steps.close()
-        publish_dataset(staging, self.folder, self.params())
-        return self.folder
 
     def _split_train(self, raw: dict[str, np.ndarray]) -> tuple[np.ndarray, ...]:
         n = len(raw["train_labels"])

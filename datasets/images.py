@@ -9,7 +9,6 @@ every epoch as the official loaders do. Errors name the file that could not be r
 from __future__ import annotations
 
 import io
-import shutil
 import tarfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -18,6 +17,7 @@ import numpy as np
 from PIL import Image, UnidentifiedImageError
 
 from debias_bench.errors import CorruptDataError
+from debias_bench.family import replace_dir
 from debias_bench.progress import progress_bar
 
 from .parallel import parallel_chunks
@@ -94,10 +94,8 @@ def extract_tar(tar_path: Path, target: Path) -> Path:
             f"cannot read {tar_path}: {exc}",
             hint="the archive is damaged; download it again and check its SHA-256",
         ) from exc
-    (staging / ".extracted").write_text(str(tar_path))
-    if target.exists():
-        shutil.rmtree(target)
-    staging.rename(target)
+    (staging / ".extracted").write_text(str(tar_path))  # last: the extraction is complete
+    replace_dir(staging, target)  # the old copy stays whole until the new one is in place
     return target
 
 

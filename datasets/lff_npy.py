@@ -27,7 +27,6 @@ unbiased test set**: there is no held-out validation split.
 from __future__ import annotations
 
 import pickle
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -37,12 +36,8 @@ import torch
 from debias_bench.data import Split
 from debias_bench.data_options import DataOption
 from debias_bench.errors import CorruptDataError, DataNotFoundError
-from debias_bench.family import (
-    DatasetFamily,
-    publish_dataset,
-    ratio_dirname,
-    save_split,
-)
+from debias_bench.family import DatasetFamily, ratio_dirname, save_split
+from debias_bench.integrity import MANIFEST, completeness_problems
 
 ATTR_NAMES = {"cmnist": ["digit", "color"], "cifar10c": ["object", "corruption"]}
 
@@ -122,17 +117,16 @@ def import_lff(family: DatasetFamily, source: Path, ratio: float) -> Path:
     train = read_lff_split(source / "train", "train", family.spec)
     test = read_lff_split(source / "valid", "test", family.spec)
     target = imported_folder(family, ratio)
-    staging = target.with_name(target.name + ".importing")
-    if staging.exists():
-        shutil.rmtree(staging)
-    save_split(staging / "train", train)
-    save_split(staging / "valid", test)
-    save_split(staging / "test", test)
+
+    def write(staging: Path) -> None:
+        save_split(staging / "train", train)
+        save_split(staging / "valid", test)
+        save_split(staging / "test", test)
+
     params = {"source": str(source), "format": "lff-npy", "ratio": ratio, "valid_is_test": True}
-    publish_dataset(
-        staging, target, params, shape=(family.spec.num_classes, family.spec.num_biases)
-    )
-    return target
+    shape = (family.spec.num_classes, family.spec.num_biases)
+    # built beside the imported folder and swapped in, as every prepared dataset
+    return family.build_into(target, True, write, lambda: params, shape)
 
 
 def import_disent(family: DatasetFamily, root: Path, ratio: float) -> Path:
@@ -157,21 +151,21 @@ def import_disent(family: DatasetFamily, root: Path, ratio: float) -> Path:
         "test": scan_flat_or_nested(root / "test", spec.num_classes, f"{what} test"),
     }
     target = imported_folder(family, ratio)
-    staging = target.with_name(target.name + ".importing")
-    if staging.exists():
-        shutil.rmtree(staging)
-    for name, recs in parts.items():
-        (staging / name).mkdir(parents=True)
-        read_records(recs, spec.image_size, f"{spec.name} {name}", staging / name)
+
+    def write(staging: Path) -> None:
+        for name, recs in parts.items():
+            (staging / name).mkdir(parents=True)
+            read_records(recs, spec.image_size, f"{spec.name} {name}", staging / name)
+
     params = {"source": str(root), "format": "disent-png", "ratio": ratio, "valid_is_test": False}
-    publish_dataset(staging, target, params, shape=(spec.num_classes, spec.num_biases))
-    return target
+    shape = (spec.num_classes, spec.num_biases)
+    return family.build_into(target, True, write, lambda: params, shape)
 
 
 def imported_split_dirs(family: DatasetFamily, ratio: float) -> tuple[Path, dict[str, Path]]:
     """(manifest folder, split folders) of the data ``bench data import`` put in for ``ratio``."""
     root = imported_folder(family, ratio)
-    if not (root / "manifest.json").is_file():
+    if not (root / MANIFEST).is_file():
         raise DataNotFoundError(
             f"no imported data for {family.spec.name} at {ratio:g}% ({root})",
             hint=f"run `bench data import {family.spec.name} <LfF Tag folder or DisEnt folder> "
@@ -198,11 +192,15 @@ class ImportableFamily(DatasetFamily):
         return self.source in ("imported", "lff")
 
     def is_prepared(self) -> bool:
-        if self.imported:
-            return all(
-                (imported_folder(self, r) / "manifest.json").is_file() for r in self.spec.ratios
-            )
+        if self.imported:  # complete, as ``DatasetFamily.is_prepared``
+            folders = [imported_folder(self, r) for r in self.spec.ratios]
+            return not any(completeness_problems(folder) for folder in folders)
         return super().is_prepared()
+
+    def _manifest_root(self, ratio: float) -> Path | None:
+        if self.imported:  # also where `bench data import` left a swap unfinished
+            return imported_folder(self, ratio)
+        return super()._manifest_root(ratio)
 
     def split_dirs(self, ratio: float) -> tuple[Path, dict[str, Path]]:
         if self.imported:  # one folder per ratio

@@ -12,7 +12,7 @@ from tabulate import tabulate
 from debias_bench import paths
 from debias_bench.config import parse_overrides
 from debias_bench.data_options import data_options_by_dataset
-from debias_bench.errors import BenchError
+from debias_bench.errors import BenchError, CorruptDataError
 from debias_bench.family import build_lock, describe_dataset
 from debias_bench.registry import DATASETS
 
@@ -37,6 +37,12 @@ def cmd_data(args: argparse.Namespace) -> int:
             with build_lock(family):  # --force only where asked: plugins may not take it
                 folder = (
                     family.prepare(ratios, force=True) if args.force else family.prepare(ratios)
+                )
+                damage = family.damage()
+            if damage:  # never "prepared" with a file missing (a family that did not rebuild)
+                raise CorruptDataError(
+                    f"{name}: the prepared data in {folder} is incomplete: {damage[0]}",
+                    hint=f"rebuild it: `{family.repair_command()}`",
                 )
         except BenchError as exc:
             if len(names) == 1:
