@@ -210,8 +210,8 @@ def _execute(
             failure = RunFailure(
                 FailReason.CRASHED, f"the run's code called sys.exit({exc.code!r}) during the run"
             )
-            tail = "".join(traceback.format_exception(exc)[-6:])
-            message = _record_failure(run_dir, failure, traceback_tail=tail, exit_code=1)
+            exit_tail = "".join(traceback.format_exception(exc)[-6:])
+            message = _record_failure(run_dir, failure, traceback_tail=exit_tail, exit_code=1)
             return Outcome(config, run_dir, RunState.FAILED, message, ran=True)
         except Exception as exc:
             # a named failure (diverged, corrupt data, ...) says all in its message; a crash
