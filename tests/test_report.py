@@ -16,7 +16,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
+from planted import plant
 
+from debias_bench.config import make_config
 from debias_bench.errors import ConfigError
 from debias_bench.reporting import (
     ReportOptions,
@@ -28,7 +30,8 @@ from debias_bench.reporting import (
 )
 from debias_bench.reporting.layout import BAR_PAPER_CLASSES
 from debias_bench.reporting.records import COLUMNS
-from debias_bench.store import RunStore
+from debias_bench.states import RunState
+from debias_bench.store import RunDir, RunStore
 
 GOLDEN = Path(__file__).parent / "golden"
 SELECTIONS = ("last", "best_valid", "best_test")
@@ -58,25 +61,14 @@ def write_run(
     time_s: float = 10.0,
     memory_mb: float = 100.0,
     protocol: str = "official",
-) -> None:
+) -> RunDir:
     """A run directory as the engine leaves it; ``acc`` is the test accuracy of ``last``."""
-    suffix = "" if protocol == "official" else f"_{protocol}"  # the real id hashes the protocol
-    run = RunStore(root).run(f"{dataset}_{method}_r{ratio:g}_s{seed}{suffix}")
-    run.write_config(
-        {
-            "method": method,
-            "dataset": dataset,
-            "ratio": ratio,
-            "seed": seed,
-            "protocol": protocol,
-            "preset": "paper",
-            "hparams": {},
-        }
-    )
+    run = plant(RunStore(root), method, dataset, ratio, seed, protocol=protocol)
     if state != "done":
         fields = {"error": note} if state == "failed" else {"reason": note} if note else {}
-        run.set_status(state, **fields)
-        return
+        if state != "pending":
+            run.transition(RunState(state), **fields)
+        return run
     assert acc is not None
     selections = {
         sel: {
@@ -87,9 +79,9 @@ def write_run(
         }
         for k, sel in enumerate(SELECTIONS)  # best_* differ from last by +1, +2
     }
+    run.transition(RunState.RUNNING)
     run.write_result(
         {
-            "run_id": run.run_id,
             "method": method,
             "dataset": dataset,
             "ratio": ratio,
@@ -103,7 +95,13 @@ def write_run(
             "device": "cuda:0",
         }
     )
-    run.set_status("done", exit_code=0)
+    run.transition(RunState.DONE, exit_code=0)
+    return run
+
+
+def rid(method: str, dataset: str, ratio: float, seed: int) -> str:
+    """The run id ``write_run`` gives that run (official protocol, paper preset)."""
+    return make_config(method, dataset, ratio, seed).run_id
 
 
 def fixed_store(root: Path) -> Path:
@@ -200,25 +198,25 @@ def test_marks_bold_brackets_n_and_missing_reasons(records):
     tie = [c[("toy", "20.0", m)] for m in ("vanilla", "etf_debias")]
     assert all(t.bold for t in tie) and tie[1].delta == 0.0
     notes = "\n".join(synthetic.notes)
-    assert "cmnist_lff_r1_s2: failed (crashed: RuntimeError: out of memory)" in notes
-    assert "cmnist_lff_r0.5_s0: skipped (needs a GPU)" in notes
-    assert "cmnist_etf_debias_r0.5_s1: running" in notes
-    assert "cmnist_etf_debias_r0.5_s2: pending" in notes
+    assert f"{rid('lff', 'cmnist', 1, 2)}: failed (crashed: RuntimeError: out of memory)" in notes
+    assert f"{rid('lff', 'cmnist', 0.5, 0)}: skipped (needs a GPU)" in notes
+    assert f"{rid('etf_debias', 'cmnist', 0.5, 1)}: running" in notes
+    assert f"{rid('etf_debias', 'cmnist', 0.5, 2)}: pending" in notes
 
 
 def test_missing_reasons_running_and_failed(tmp_path):
     root = tmp_path / "runs"
     write_run(root, "vanilla", "cmnist", 2.0, 0, 50.0)
-    write_run(root, "etf_debias", "cmnist", 2.0, 0, state="running")
-    write_run(root, "lff", "cmnist", 2.0, 0, state="failed", note="boom\n  hint: a second line")
+    running = write_run(root, "etf_debias", "cmnist", 2.0, 0, state="running")
+    failed = write_run(root, "lff", "cmnist", 2.0, 0, state="failed", note="boom\n  hint: more")
     (table,) = build_tables(load_records(RunStore(root)), "synthetic", ReportOptions())
     c = cells_of(table)
     assert c[("cmnist", "2.0", "etf_debias")].missing == "running"
     assert c[("cmnist", "2.0", "lff")].missing == "failed"
     assert "– (failed)" in render([table], "markdown")
     assert table.notes == [
-        "cmnist_etf_debias_r2_s0: running",
-        "cmnist_lff_r2_s0: failed (crashed: boom)",
+        f"{running.run_id}: running",
+        f"{failed.run_id}: failed (crashed: boom)",
     ]
     assert r"-- \dbmiss{(running)}" in render([table], "latex")
 
@@ -458,10 +456,10 @@ def test_shipped_reference_matches_the_source_yaml():
 def test_a_torn_result_is_listed_not_fatal(tmp_path):
     root = tmp_path / "runs"
     write_run(root, "vanilla", "cmnist", 1.0, 0, 40.0)
-    write_run(root, "vanilla", "cmnist", 1.0, 1, 42.0)
-    (root / "cmnist_vanilla_r1_s1" / "result.json").write_text('{"selections": ')
+    torn = write_run(root, "vanilla", "cmnist", 1.0, 1, 42.0)
+    torn.result_path.write_text('{"selections": ')
     (table,) = build_tables(load_records(RunStore(root)), "synthetic")
     cell = cells_of(table)[("cmnist", "1.0", "vanilla")]
     assert (cell.mean, cell.n, cell.expected_n) == (40.0, 1, 2)
-    (note,) = [n for n in table.notes if n.startswith("cmnist_vanilla_r1_s1: corrupt")]
+    (note,) = [n for n in table.notes if n.startswith(f"{torn.run_id}: corrupt")]
     assert "result.json is not valid JSON" in note and "move it aside" in note
