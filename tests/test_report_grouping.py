@@ -16,11 +16,11 @@ import pytest
 from debias_bench.cli import main
 from debias_bench.config import make_config
 from debias_bench.errors import ConfigError
+from debias_bench.provenance import config_json
 from debias_bench.reporting import build_tables, load_records
 from debias_bench.reporting.grouping import apply_where, parse_where
 from debias_bench.states import RunState
 from debias_bench.store import RunStore
-from debias_bench.provenance import config_json
 
 
 def write(
@@ -44,7 +44,7 @@ def write(
         data_options=data_options,
     )
     run = RunStore(root).run(config.run_id)
-    run.write_config(config_json(config))
+    run.plan(config_json(config))
     metrics = {"accuracy": acc, "conflicting_accuracy": acc - 5, "per_class_accuracy": [acc]}
     chosen = {"step": 240, "valid": metrics, "test": metrics}
     result = {
@@ -52,14 +52,15 @@ def write(
         "dataset": "cmnist",
         "ratio": 5.0,
         "seed": seed,
-        "selections": {"last": chosen, "best_valid": chosen},
+        "selections": {"last": chosen, "best_valid": chosen, "best_test": chosen},
         "train_time_s": 1.0,
         "device": "cpu",
     }
     if fingerprint:
         result["data_fingerprint"] = fingerprint
+    run.transition(RunState.RUNNING, attempt=1)
     run.write_result(result)
-    run.set_status(RunState.DONE, exit_code=0)
+    run.transition(RunState.DONE, exit_code=0)
     return config.run_id
 
 
@@ -163,8 +164,8 @@ def test_failed_runs_of_another_configuration_also_block_the_cell(tmp_path):
     )
     for c in (config, other):
         run = RunStore(root).run(c.run_id)
-        run.write_config(config_json(c))
-        run.set_status(RunState.FAILED, error="boom")
+        run.plan(config_json(c))
+        run.transition(RunState.FAILED, error="boom")
     with pytest.raises(ConfigError, match=r"differ in lr \(0\.001: 2 runs; 0\.01: 1 run\)"):
         build_tables(load_records(RunStore(root)), "synthetic")
     only = apply_where(load_records(RunStore(root)), {"lr": "1e-3"})

@@ -14,7 +14,9 @@ import pandas as pd
 import pytest
 
 from debias_bench.cli import main
+from debias_bench.config import make_config
 from debias_bench.errors import ConfigError
+from debias_bench.provenance import config_json, git_commit
 from debias_bench.reporting.paper import PaperNumbers
 from debias_bench.reproduction import (
     COLUMNS,
@@ -28,8 +30,8 @@ from debias_bench.reproduction import (
     render_table,
     write_csv,
 )
-from debias_bench.store import RunStore
-from debias_bench.provenance import git_commit
+from debias_bench.states import RunState
+from debias_bench.store import RunDir, RunStore
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -38,6 +40,11 @@ SELECTIONS = ("last", "best_valid", "best_test")
 
 def metrics(acc: float) -> dict[str, Any]:
     return {"accuracy": acc, "aligned_accuracy": acc + 10.0, "conflicting_accuracy": acc - 5.0}
+
+
+def rid(method: str, ratio: float, seed: int, dataset: str = "cmnist") -> str:
+    """The run id ``write_run`` gives that run (official protocol, paper preset)."""
+    return make_config(method, dataset, ratio, seed).run_id
 
 
 def write_run(
@@ -49,32 +56,32 @@ def write_run(
     state: str = "done",
     dataset: str = "cmnist",
     commit: str | None = None,
-) -> None:
+) -> RunDir:
     """A run as the engine leaves it; ``acc`` is the test accuracy of ``last`` (best_valid +1,
-    best_test +2)."""
-    run = RunStore(root).run(f"{dataset}_{method}_r{ratio:g}_s{seed}_0123456789")
-    config = {
-        "method": method,
-        "dataset": dataset,
-        "ratio": ratio,
-        "seed": seed,
-        "protocol": "official",
-        "preset": "paper",
-        "hparams": {},
-    }
-    run.write_config({**config, "provenance": {"code_version": "0.1.0", "git_commit": commit}})
+    best_test +2). Its config records the code that planned it as version 0.1.0 at ``commit``."""
+    config = make_config(method, dataset, ratio, seed)
+    run = RunStore(root).run(config.run_id)
+    provenance = {"code_version": "0.1.0", "git_commit": commit}
+    run.plan({**config_json(config), "provenance": provenance})
     if state != "done":
-        run.set_status(state)
-        return
+        if state != "pending":
+            run.transition(RunState(state))
+        return run
     assert acc is not None
     selections = {
         sel: {"step": 10, "epoch": 1.0, "valid": metrics(acc + 50), "test": metrics(acc + k)}
         for k, sel in enumerate(SELECTIONS)
     }
+    run.transition(RunState.RUNNING, attempt=1)
     run.write_result(
         {
-            **config,
-            "run_id": run.run_id,
+            "method": method,
+            "dataset": dataset,
+            "ratio": ratio,
+            "seed": seed,
+            "protocol": config.protocol,
+            "preset": config.preset,
+            "hparams": config.hparams,
             "selections": selections,
             "train_time_s": 12.5,
             "prepare_time_s": 0.0,
@@ -84,7 +91,8 @@ def write_run(
             "code_version": "0.1.0",
         }
     )
-    run.set_status("done", exit_code=0)
+    run.transition(RunState.DONE, exit_code=0)
+    return run
 
 
 @pytest.fixture()
@@ -119,7 +127,7 @@ def test_export_rows_and_columns(store: Path, tmp_path: Path) -> None:
     # 7 done cmnist runs x 3 selections; the running one and the toy run are left out
     assert len(frame) == 21
     assert set(frame["dataset"]) == {"cmnist"}
-    assert unfinished == ["cmnist_lff_r1_s1_0123456789 (running)"]
+    assert unfinished == [f"{rid('lff', 1.0, 1)} (running)"]
     row = frame[(frame["method"] == "etf_debias") & (frame["seed"] == 1)]
     assert dict(zip(row["selection"], row["accuracy"], strict=True)) == {
         "last": 82.0,
@@ -236,7 +244,7 @@ def test_cli_export_and_table(store: Path, tmp_path: Path, capsys) -> None:
         main(["reproduce", "export", "--out", str(store), "--dataset", "cmnist", "-o", str(csv)])
         == 0
     )
-    assert "not done: cmnist_lff_r1_s1" in capsys.readouterr().err
+    assert f"not done: {rid('lff', 1.0, 1)}" in capsys.readouterr().err
     readme = tmp_path / "res" / "README.md"
     expl = tmp_path / "none.yaml"
     assert (

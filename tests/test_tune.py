@@ -14,9 +14,11 @@ from debias_bench.commands.tune import plan_cells, score_cell
 from debias_bench.config import make_config
 from debias_bench.errors import ConfigError
 from debias_bench.hparams import HParam
+from debias_bench.provenance import config_json
 from debias_bench.registry import DATASETS, METHODS
 from debias_bench.reporting import load_records
 from debias_bench.reporting.tuned import TunedView, split_tuned, tuned_table
+from debias_bench.states import FailReason, RunState
 from debias_bench.store import RunStore
 from debias_bench.tune import (
     CellSearch,
@@ -155,9 +157,10 @@ def _plant(store: RunStore, cells, planted: dict[int, tuple[float, float]]) -> N
     for trial, configs in cells[0].trials:
         for config in configs:
             run = store.run(config.run_id)
-            run.write_config({**config.to_json(), "run_id": config.run_id})
-            run.set_status("done")
+            run.plan(config_json(config))
+            run.transition(RunState.RUNNING, attempt=1)
             run.write_result(_result(*planted[trial.index]))
+            run.transition(RunState.DONE, exit_code=0)
 
 
 def test_winner_is_chosen_on_validation_never_on_test(tmp_path):
@@ -187,13 +190,15 @@ def test_a_diverged_trial_loses_and_a_crashed_one_is_a_problem(tmp_path, capsys)
     _plant(store, cells, {0: (50.0, 50.0), 1: (10.0, 99.0), 2: (90.0, 5.0)})
     diverged = cells[0].trials[2][1][0]
     store.run(diverged.run_id).result_path.unlink()
-    store.run(diverged.run_id).set_status("failed", reason="diverged", error="diverged at step 3")
+    store.run(diverged.run_id).transition(
+        RunState.FAILED, reason=FailReason.DIVERGED, error="diverged at step 3"
+    )
     assert main(["tune", *_argv(args)]) == 0  # the search itself went fine
     assert read_tuned(Path(args.out) / "tuned.yaml").cells[0].trial == 0
     assert "trial 2 diverged" in capsys.readouterr().err
     crashed = cells[0].trials[1][1][0]
     store.run(crashed.run_id).result_path.unlink()
-    store.run(crashed.run_id).set_status("failed", reason="crashed", error="boom")
+    store.run(crashed.run_id).transition(RunState.FAILED, reason=FailReason.CRASHED, error="boom")
     assert main(["tune", *_argv(args)]) == 1
     assert f"trial 1: {crashed.run_id} failed" in capsys.readouterr().err
 
