@@ -6,10 +6,13 @@ import json
 import pytest
 import torch
 from conftest import assert_close_nested
+from planted import plant
 
 from debias_bench.config import make_config
 from debias_bench.engine import Interrupted, train_run
 from debias_bench.errors import ConfigError
+from debias_bench.metrics import SELECTIONS
+from debias_bench.states import RunState
 from debias_bench.store import RunStore
 from debias_bench.sweep import run_one
 
@@ -64,7 +67,8 @@ def test_result_json_has_the_contract_keys(tmp_path, toy_place):
     for key in ("method", "dataset", "ratio", "seed"):
         assert key in on_disk
     assert on_disk["ratio"] == 20.0
-    assert set(on_disk["selections"]) == {"last", "best_valid", "best_test"}
+    assert set(on_disk["selections"]) == set(SELECTIONS)  # the toy valid split gives an iid one
+    assert (on_disk["run_id"], on_disk["config_digest"]) == (config.run_id, config.digest)
     for chosen in on_disk["selections"].values():
         for split in ("valid", "test"):
             m = chosen[split]
@@ -98,9 +102,8 @@ def test_sweep_records_failures_and_skips_done_runs(tmp_path, toy_place):
 
 
 def test_a_run_whose_process_died_is_reported_dead(tmp_path):
-    run_dir = RunStore(tmp_path).run("x")
-    run_dir.write_config({})
-    run_dir.set_status("running")
+    run_dir = plant(RunStore(tmp_path))
+    run_dir.transition(RunState.RUNNING)
     assert run_dir.effective_state() == "running"  # this very process
     status = run_dir.status()
     status["pid"] = 2**22 + 12345  # no such process
