@@ -20,11 +20,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import bench_env, make_toy_split
+from planted import finish_running, plant
 
 from debias_bench.commands.status import collect
 from debias_bench.data import DatasetSpec, Split, Splits
 from debias_bench.family import DatasetFamily
 from debias_bench.registry import DATASETS
+from debias_bench.states import RunState
 from debias_bench.store import RunDir, RunStore
 
 TESTS = Path(__file__).resolve().parent
@@ -264,13 +266,12 @@ def test_run_status_json_is_never_torn(tmp_path):
     """A reader polling status.json while the heartbeat thread and the run write it."""
     from debias_bench.heartbeat import Heartbeat
 
-    run_dir = RunStore(tmp_path).run("r")
-    run_dir.write_config({})
-    run_dir.set_status("running")
+    run_dir = plant(RunStore(tmp_path), "vanilla", "toy", 5.0, 0)
+    run_dir.transition(RunState.RUNNING)
     with Heartbeat(run_dir, every_s=0.001):
         for step in range(300):
             run_dir.heartbeat(step=step)
             assert run_dir.status()["state"] == "running"
-    run_dir.set_status("done")
+    finish_running(run_dir)
     time.sleep(0.01)
     assert json.loads(run_dir.status_path.read_text())["state"] == "done"  # not beaten back

@@ -10,6 +10,7 @@ from collections import Counter
 from typing import ClassVar
 
 import pytest
+from planted import finish_running
 
 from debias_bench.config import make_config
 from debias_bench.errors import ConfigError
@@ -18,6 +19,8 @@ from debias_bench.launchers.factories import local_slots
 from debias_bench.launchers.local import LocalLauncher
 from debias_bench.launchers.scheduler import Ended, Launcher, LiveSummary, schedule
 from debias_bench.launchers.slots import SlotPool, plan_slots, visible_gpus
+from debias_bench.provenance import config_json
+from debias_bench.states import RunState
 from debias_bench.store import RunStore
 
 
@@ -132,9 +135,13 @@ class _ScriptedLauncher(Launcher):
         for task in self.now:
             state = self.script[task.config.seed].pop(0)
             run_dir = self.store.run(task.run_id)
-            run_dir.write_config(task.config.to_json())
+            run_dir.plan(config_json(task.config))
             attempt = run_dir.status().get("attempt", 0) + 1
-            run_dir.set_status(state, attempt=attempt, error=f"{state} {attempt}")
+            run_dir.transition(RunState.RUNNING, attempt=attempt)
+            if state == RunState.DONE:
+                finish_running(run_dir)
+            else:
+                run_dir.transition(state, error=f"{state} {attempt}")
             ended.append(Ended(task, state, f"{state} {attempt}"))
         self.now = []
         return ended

@@ -15,9 +15,11 @@ import torch
 from debias_bench.cli import main
 from debias_bench.config import make_config
 from debias_bench.engine import Progress
-from debias_bench.launchers.scheduler import LiveSummary, summary_line
-from debias_bench.runprogress import Live, LogLines, Pace, sweep_eta
 from debias_bench.heartbeat import Heartbeat
+from debias_bench.launchers.scheduler import LiveSummary, summary_line
+from debias_bench.provenance import config_json
+from debias_bench.runprogress import Live, LogLines, Pace, sweep_eta
+from debias_bench.states import RunState
 from debias_bench.store import RunStore
 from debias_bench.sweep import run_one
 
@@ -130,12 +132,12 @@ def test_bench_status_shows_a_running_runs_pace_and_the_eta(tmp_path, capsys):
     store = RunStore(tmp_path)
     config = make_config("vanilla", "toy", 20, 0)
     run_dir = store.run(config.run_id)
-    run_dir.write_config(config.to_json())
+    run_dir.plan(config_json(config))
     with run_dir.claim():  # this process runs it
         pace = {"step": 10, "total_steps": 100, "steps_per_s": 2.0, "eta_s": 45.0}
-        run_dir.set_status("running", started=time.time() - 5, **pace)
+        run_dir.transition(RunState.RUNNING, started=time.time() - 5, **pace)
         pending = store.run(make_config("vanilla", "toy", 20, 1).run_id)
-        pending.write_config(make_config("vanilla", "toy", 20, 1).to_json())
+        pending.plan(config_json(make_config("vanilla", "toy", 20, 1)))
         assert main(["status", "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "10/100 (2/s, ETA 4" in out  # 45 s, less the moment since the heartbeat

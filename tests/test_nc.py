@@ -104,7 +104,6 @@ def test_analyze_nc_plots_figure_two(tmp_path, toy_place):
             overrides={"steps": 16, "eval_every": 8, "batch_size": 32, "track_nc": True},
         )
         run_dir = store.run(config.run_id)
-        run_dir.write_config(config.to_json())
         train_run(config, run_dir, toy_place, torch.device("cpu"))
     out = tmp_path / "fig" / "nc.png"
     assert (

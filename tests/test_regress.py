@@ -15,6 +15,7 @@ from debias_bench.cli import main
 from debias_bench.config import make_config
 from debias_bench.engine import DataPlace, load_data, train_run
 from debias_bench.errors import BenchError
+from debias_bench.provenance import config_json
 from debias_bench.regress import compare, load_baseline, record, sweep_cells
 from debias_bench.store import RunStore
 
@@ -119,7 +120,7 @@ def test_unfinished_runs_are_refused_unless_allowed(toy_sweep, tmp_path):
     out = tmp_path / "runs"
     store = RunStore(out)
     config = make_config("vanilla", "toy", 20, 0, protocol="clean", overrides={"steps": 4})
-    store.run(config.run_id).write_config(config.to_json())
+    store.run(config.run_id).plan(config_json(config))
     with pytest.raises(BenchError, match="not finished"):
         record(out)
     with pytest.raises(BenchError, match="no finished run"):
