@@ -3,27 +3,44 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from debias_bench.commands import COMMANDS
-from debias_bench.errors import BenchError
+from debias_bench.errors import BenchError, ConfigError
 from debias_bench.launchers.plugins import import_plugins
 
 
+class UsageError(ConfigError):
+    """A command line argparse refuses: an unknown flag, a missing one, a value of the wrong
+    type or out of range."""
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, but a bad command line is one ``error:`` line with a hint and exit code 2
+    like every other input error (``main``), not the whole usage text."""
+
+    def error(self, message: str) -> NoReturn:
+        # "argument --timeout: bad --timeout '0': ..." -> "bad --timeout '0': ..."
+        named = re.match(r"argument (\S+?)(?:/\S+)?: ", message)
+        if named and named.group(1) in message[named.end() :]:
+            message = message[named.end() :]
+        raise UsageError(f"{self.prog}: {message}", hint=f"`{self.prog} --help` lists the options")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="bench", description="Benchmark harness for debiasing methods."
-    )
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = Parser(prog="bench", description="Benchmark harness for debiasing methods.")
+    sub = parser.add_subparsers(dest="command", required=True)  # subparsers are Parsers too
     for command in COMMANDS:
         command.add(sub)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
     try:
+        args = build_parser().parse_args(argv)
         import_plugins()  # BENCH_PLUGINS: the user's own methods and datasets
         return args.func(args)
     except BenchError as exc:

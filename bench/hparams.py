@@ -51,14 +51,13 @@ class HParam:
         return self.choices
 
     def describe(self) -> str:
-        """``float > 0``, ``int >= 1 or null``, ``one of adam, sgd`` ..."""
-        parts: list[str] = [self.kind]
-        if self.low is not None:
-            parts.append(f"{'>' if self.low_open else '>='} {self.low:g}")
-        if self.high is not None:
-            parts.append(f"<= {self.high:g}")
+        """``float > 0``, ``int >= 1 and <= 10000``, ``int >= 1 or null``, ``one of adam,
+        sgd`` ..."""
         allowed = self.allowed()
-        text = f"one of {', '.join(map(str, allowed))}" if allowed else " ".join(parts)
+        if allowed:
+            text = f"one of {', '.join(map(str, allowed))}"
+        else:
+            text = describe_range(self.kind, self.low, self.high, self.low_open)
         return text + (" or null" if self.nullable else "")
 
     def parse(self, value: Any, where: str) -> Any:
@@ -81,17 +80,39 @@ class HParam:
         return parsed
 
     def _in_range(self, number: float) -> bool:
-        if not math.isfinite(number):
-            return False
-        if self.low is not None and (number <= self.low if self.low_open else number < self.low):
-            return False
-        return self.high is None or number <= self.high
+        return in_range(number, self.low, self.high, self.low_open)
 
     def _bad(self, value: Any, where: str) -> ConfigError:
         return ConfigError(
             f"{where}: {self.name}={value!r} is not valid ({self.name} is {self.describe()})",
             hint=self.doc,
         )
+
+
+def in_range(number: float, low: float | None, high: float | None, low_open: bool = False) -> bool:
+    """Whether ``number`` is finite and within the bounds (``low_open``: strictly above
+    ``low``): the one range rule of hyperparameters and of the CLI's numeric flags
+    (``debias_bench.commands.common.number``)."""
+    if not math.isfinite(number):
+        return False
+    if low is not None and (number <= low if low_open else number < low):
+        return False
+    return high is None or number <= high
+
+
+def describe_range(kind: str, low: float | None, high: float | None, low_open: bool = False) -> str:
+    """``int >= 1``, ``float > 0``, ``int >= 1 and <= 10000``: a range as the errors state it."""
+    bounds = []
+    if low is not None:
+        bounds.append(f"{'>' if low_open else '>='} {_bound(low)}")
+    if high is not None:
+        bounds.append(f"<= {_bound(high)}")
+    return " ".join([kind, " and ".join(bounds)]) if bounds else kind
+
+
+def _bound(number: float) -> str:
+    """``10000``, ``4294967295``, ``0.001``: whole bounds in full, others as ``:g``."""
+    return str(int(number)) if float(number).is_integer() else f"{number:g}"
 
 
 def _convert(kind: Kind, value: Any) -> Any:
@@ -134,12 +155,32 @@ def _optimizers() -> Iterable[str]:
     return OPTIMIZERS
 
 
+#: Sane maxima of the lengths and batch sizes: far beyond any published recipe (200 epochs,
+#: 50,000 steps, batch 1,024), short of values that are typos (``--epochs 1000000000`` would
+#: train for years and fail no check otherwise).
+MAX_EPOCHS = 10_000
+MAX_STEPS = 100_000_000
+MAX_BATCH = 65_536
+
 #: The engine's keys: every method has them. Lengths, cadence, data subsets, backbone, optimiser.
 ENGINE_HPARAMS: tuple[HParam, ...] = (
-    HParam("batch_size", "int", 256, "training mini-batch size", low=1),
-    HParam("epochs", "int", 100, "training length in epochs (ignored when steps is set)", low=1),
+    HParam("batch_size", "int", 256, "training mini-batch size", low=1, high=MAX_BATCH),
     HParam(
-        "steps", "int", None, "training length in steps; overrides epochs", low=1, nullable=True
+        "epochs",
+        "int",
+        100,
+        "training length in epochs (ignored when steps is set)",
+        low=1,
+        high=MAX_EPOCHS,
+    ),
+    HParam(
+        "steps",
+        "int",
+        None,
+        "training length in steps; overrides epochs",
+        low=1,
+        high=MAX_STEPS,
+        nullable=True,
     ),
     HParam(
         "eval_every",
@@ -150,7 +191,7 @@ ENGINE_HPARAMS: tuple[HParam, ...] = (
         nullable=True,
     ),
     HParam("eval_every_epochs", "float", 1, "evaluate every N epochs", low=0, low_open=True),
-    HParam("eval_batch_size", "int", 1024, "evaluation batch size", low=1),
+    HParam("eval_batch_size", "int", 1024, "evaluation batch size", low=1, high=MAX_BATCH),
     HParam(
         "train_limit",
         "int",

@@ -34,8 +34,8 @@ import torch
 from debias_bench import __version__
 from debias_bench.errors import BenchError, CorruptDataError
 from debias_bench.jsonio import read_json, write_json
+from debias_bench.preflight import check_store
 from debias_bench.reporting.records import COUNTS, load_records
-from debias_bench.store import RunStore
 
 FORMAT = 1
 #: what a baseline keeps of each run: (selection, split, metric)
@@ -114,10 +114,7 @@ def _cells(frame: pd.DataFrame) -> tuple[dict[str, dict[str, Any]], list[str]]:
 
 def sweep_cells(out: Path) -> tuple[dict[str, dict[str, Any]], list[str]]:
     """The cells of the run store at ``out`` and its unfinished runs."""
-    store = RunStore(Path(out))
-    if not store.root.is_dir():
-        raise BenchError(f"no run store at {out}", hint="run the sweep first: bench run --out DIR")
-    return _cells(load_records(store))
+    return _cells(load_records(check_store(out)))
 
 
 def record(out: Path, allow_unfinished: bool = False) -> dict[str, Any]:
@@ -145,18 +142,102 @@ def save_baseline(baseline: dict[str, Any], path: Path) -> None:
 
 
 def load_baseline(path: Path) -> dict[str, Any]:
+    """The baseline at ``path``, checked (:func:`baseline_problems`): a baseline that is not
+    one, holds no cell (nothing would be checked) or a malformed or non-finite cell is an error
+    naming the problem, never a check that passes."""
     if not Path(path).is_file():
         raise BenchError(
             f"no baseline at {path}",
             hint="record one: bench regress record --out RUNS -o BASELINE.json",
         )
     data = read_json(Path(path))
+    rerecord = f"record it again: bench regress record --out RUNS -o {path}"
     if not isinstance(data, dict) or data.get("format") != FORMAT or "cells" not in data:
         raise CorruptDataError(
             f"{path} is not a debias-bench baseline (format {FORMAT})",
             hint="record it again with bench regress record",
         )
+    if isinstance(data["cells"], dict) and not data["cells"]:
+        raise CorruptDataError(
+            f"{path} holds no cells: a check against it would check nothing", hint=rerecord
+        )
+    problems = baseline_problems(data)
+    if problems:
+        more = f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""
+        raise CorruptDataError(
+            f"{path} is not a valid baseline: " + "; ".join(problems[:5]) + more, hint=rerecord
+        )
     return data
+
+
+#: what every cell of a baseline holds, and the type each field must have
+CELL_FIELDS: dict[str, type | tuple[type, ...]] = {
+    "dataset": str,
+    "method": str,
+    "ratio": (int, float),
+    "seed": int,
+    "protocol": str,
+    "metrics": dict,
+}
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def baseline_problems(baseline: dict[str, Any]) -> list[str]:
+    """What is wrong with a loaded baseline's cells: a cell that is not an object, lacks a
+    field of :data:`CELL_FIELDS` or has one of the wrong type, whose key does not match its
+    fields, with no metric, an unknown metric, or a value that is not a finite accuracy in
+    [0, 100]; counts that are not whole numbers >= 0. Empty when it is sound."""
+    cells = baseline.get("cells")
+    if not isinstance(cells, dict):
+        return [f"cells is {type(cells).__name__}, not an object of cells"]
+    known = {metric_key(*t) for t in TRACKED}
+    problems: list[str] = []
+    for key, cell in cells.items():
+        if not isinstance(cell, dict):
+            problems.append(f"cell {key!r} is {type(cell).__name__}, not an object")
+            continue
+        wrong = [
+            name
+            for name, kind in CELL_FIELDS.items()
+            if not isinstance(cell.get(name), kind) or isinstance(cell.get(name), bool)
+        ]
+        if wrong:
+            missing = [n for n in wrong if n not in cell]
+            typed = [n for n in wrong if n in cell]
+            text = []
+            if missing:
+                text.append(f"no {', '.join(missing)}")
+            if typed:
+                text.append(f"{', '.join(typed)} of the wrong type")
+            problems.append(f"cell {key!r}: {' and '.join(text)}")
+            continue
+        if not math.isfinite(cell["ratio"]):
+            problems.append(f"cell {key!r}: ratio {cell['ratio']} is not finite")
+            continue
+        own = cell_key(
+            cell["dataset"], cell["method"], cell["ratio"], cell["seed"], cell["protocol"]
+        )
+        if own != key:
+            problems.append(f"cell {key!r}: its fields say {own!r}")
+        metrics = cell["metrics"]
+        if not metrics:
+            problems.append(f"cell {key!r}: no metrics")
+        for name, value in metrics.items():
+            if name not in known:
+                problems.append(f"cell {key!r}: unknown metric {name!r} (known: {sorted(known)})")
+            elif not _is_number(value) or not 0 <= value <= 100:  # NaN fails both comparisons
+                problems.append(f"cell {key!r}: {name} is {value!r}, not a finite accuracy (%)")
+        counts = cell.get("counts", {})
+        if not isinstance(counts, dict):
+            problems.append(f"cell {key!r}: counts is {type(counts).__name__}, not an object")
+            continue
+        for name, n in counts.items():
+            if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+                problems.append(f"cell {key!r}: counts.{name} is {n!r}, not a whole number >= 0")
+    return problems
 
 
 @dataclass(frozen=True)

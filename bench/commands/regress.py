@@ -27,7 +27,7 @@ from debias_bench.regress import (
     sweep_cells,
 )
 
-from .common import fmt
+from .common import fmt, number
 
 
 def render(comparison: Comparison, show_all: bool = False) -> str:
@@ -105,13 +105,13 @@ def add(sub: argparse._SubParsersAction) -> None:
     check.add_argument("--baseline", required=True, help="baseline JSON (bench regress record)")
     check.add_argument(
         "--tolerance",
-        type=float,
+        type=number("float", 0, 100),
         default=DEFAULT_TOLERANCE,
         help="allowed drop in accuracy points (default %(default)s; raise it on GPUs)",
     )
     check.add_argument(
         "--noise-z",
-        type=float,
+        type=number("float", 0, 100),
         default=DEFAULT_NOISE_Z,
         help="or this many standard errors of the metric's sampling noise, if larger "
         "(default %(default)s; 0: the tolerance only)",

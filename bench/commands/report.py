@@ -11,6 +11,7 @@ from pathlib import Path
 
 from debias_bench import paths
 from debias_bench.metrics import SELECTIONS
+from debias_bench.preflight import check_store
 from debias_bench.reporting import (
     FORMATS,
     METRICS,
@@ -24,7 +25,6 @@ from debias_bench.reporting import (
 from debias_bench.reporting.grouping import apply_where, parse_where
 from debias_bench.reporting.paper import DEFAULT_PAPER
 from debias_bench.reporting.tuned import split_tuned, tuned_tables
-from debias_bench.store import RunStore
 
 
 def options(args: argparse.Namespace) -> ReportOptions:
@@ -38,7 +38,10 @@ def options(args: argparse.Namespace) -> ReportOptions:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    records = load_records(RunStore(Path(args.out)))
+    store = check_store(args.out)  # no store at --out: exit 2 naming it (debias_bench.preflight)
+    records = load_records(store)
+    if records.empty:
+        print(f"note: no runs under {store.root} yet (an empty run store)", file=sys.stderr)
     for column in ("protocol", "preset"):
         wanted = getattr(args, column)
         if wanted:

@@ -24,18 +24,36 @@ from debias_bench import paths
 from debias_bench.ablations import ABLATIONS, ablation_grids, get_ablation
 from debias_bench.config import PRESETS, PROTOCOLS, RunConfig, parse_overrides
 from debias_bench.engine import DataPlace, Progress
-from debias_bench.errors import ConfigError
 from debias_bench.grid import Grid, expand
 from debias_bench.launchers import Sweep, schedule
 from debias_bench.launchers.factories import LAUNCHERS, LaunchContext
-from debias_bench.preflight import check_data, check_device, check_out, check_seeds, unique
+from debias_bench.preflight import (
+    check_data,
+    check_data_root,
+    check_device,
+    check_out,
+    check_path,
+    check_seeds,
+    check_worker_imports,
+    unique,
+)
 from debias_bench.registry import DATASETS, METHODS
+from debias_bench.reporting.tuned import check_tuned_cells, tuned_values
 from debias_bench.runprogress import LogLines, eval_text
 from debias_bench.store import RunStore
 from debias_bench.sweep import MAX_ATTEMPTS, Outcome, plan, record_submission
-from debias_bench.tune import load_tuned
 
-from .common import data_args, floats, fmt, ints
+from .common import (
+    MAX_GRACE_S,
+    MAX_SEED,
+    data_args,
+    duration,
+    floats,
+    fmt,
+    hparam_flag,
+    ints,
+    number,
+)
 
 
 class CliProgress(Progress):
@@ -131,20 +149,6 @@ def _record_jobs(store: RunStore) -> Any:
     return submitted
 
 
-def _timeout(text: str | None) -> float | None:
-    """``90`` (seconds), ``30m``, ``2h``; more than zero."""
-    if not text:
-        return None
-    scale = {"s": 1, "m": 60, "h": 3600}.get(text[-1].lower())
-    try:
-        seconds = float(text[:-1]) * scale if scale else float(text)
-    except ValueError:
-        seconds = float("nan")
-    if not 0 < seconds < float("inf"):
-        raise ConfigError(f"bad --timeout {text!r}", hint="more than 0: seconds, or 30m, 2h")
-    return seconds
-
-
 @contextlib.contextmanager
 def _handling(signals: Sequence[int], handler: Any) -> Iterator[None]:
     """Install ``handler`` for ``signals`` for the block, then restore the previous ones."""
@@ -164,10 +168,12 @@ def execute(
     signal that stopped it, if any."""
     # nothing is recorded until every check has passed (debias_bench.preflight)
     check_device(args.device)
-    timeout_s = _timeout(args.timeout)
+    timeout_s = args.timeout  # seconds > 0 or None (``common.duration``)
     place = DataPlace(paths.raw_root(args.raw_root), paths.data_root(args.data_root))
     check_data(configs, place)
-    check_out(store.root)
+    check_data_root(configs, place)
+    check_worker_imports(args.launcher)
+    check_out(store.root)  # the last check: it creates --out
     stop: dict[str, Any] = {"signal": None}
     entry = LAUNCHERS.entry(args.launcher)
     context = LaunchContext(
@@ -215,6 +221,12 @@ def execute(
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    check_path(Path(args.out), "--out")  # --dry-run too: a path no file system takes
+    tuned: dict[tuple[str, str, float], dict[str, Any]] = {}
+    if args.hparams:  # checked: types, duplicates, protocol (debias_bench.reporting.tuned)
+        tuned, tuned_notes = tuned_values(args.hparams, args.protocol, args.preset)
+        for note in tuned_notes:
+            print(f"note: {note}", file=sys.stderr)
     grid = Grid(
         methods=list(dict.fromkeys(METHODS.resolve(args.methods))),
         datasets=list(dict.fromkeys(DATASETS.resolve(args.datasets))),
@@ -225,7 +237,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         epochs=args.epochs,
         overrides=parse_overrides(args.set),
         data_options={"data_seed": args.data_seed, **parse_overrides(args.data_option)},
-        tuned=load_tuned(args.hparams) if args.hparams else {},
+        tuned=tuned,
     )
     configs, notes = [], []
     grids = ablation_grids(get_ablation(args.ablation), grid) if args.ablation else [grid]
@@ -234,6 +246,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         configs += more
         notes += [n for n in more_notes if n not in notes]
     configs = list({c.run_id: c for c in configs}.values())  # grids of an ablation overlap
+    if args.hparams:
+        check_tuned_cells(
+            tuned, [(c.method, c.dataset, float(c.ratio)) for c in configs], args.hparams
+        )
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
     store = RunStore(Path(args.out))
@@ -312,7 +328,9 @@ def config_args(run: argparse.ArgumentParser) -> None:
         choices=list(PROTOCOLS),
         help="official: keep the official code's quirks; clean: drop them",
     )
-    run.add_argument("--epochs", type=int, help="override the training length")
+    run.add_argument(
+        "--epochs", type=hparam_flag("epochs", "--epochs"), help="override the training length"
+    )
     run.add_argument(
         "--set",
         action="append",
@@ -320,7 +338,9 @@ def config_args(run: argparse.ArgumentParser) -> None:
         help="override a hyperparameter (repeatable), e.g. --set lr=1e-3",
     )
     run.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
-    run.add_argument("--data-seed", type=int, default=0, help="seed of the dataset build")
+    run.add_argument(
+        "--data-seed", type=number("int", 0, MAX_SEED), default=0, help="seed of the dataset build"
+    )
     run.add_argument(
         "--data-option",
         action="append",
@@ -331,6 +351,11 @@ def config_args(run: argparse.ArgumentParser) -> None:
     data_args(run)
 
 
+#: the most a flag may ask for: far beyond any machine or cluster, short of a typo
+MAX_ATTEMPTS_LIMIT = 100
+MAX_WORKERS = 1024
+
+
 def execution_args(run: argparse.ArgumentParser) -> None:
     """Failures and where runs execute (launcher, workers, SLURM): the flags ``execute`` reads
     (shared by ``bench run`` and ``bench tune``)."""
@@ -338,18 +363,19 @@ def execution_args(run: argparse.ArgumentParser) -> None:
     fail.add_argument("--retry-failed", action="store_true", help="rerun runs that failed")
     fail.add_argument(
         "--max-attempts",
-        type=int,
+        type=number("int", 1, MAX_ATTEMPTS_LIMIT),
         default=MAX_ATTEMPTS,
         help="give a run up after this many attempts (default %(default)s)",
     )
     fail.add_argument("--fail-fast", action="store_true", help="stop at the first failure")
     fail.add_argument(
         "--timeout",
+        type=duration,
         help="stop a run that trains longer than this (seconds, or 30m, 2h); local and slurm",
     )
     fail.add_argument(
         "--grace",
-        type=float,
+        type=number("float", 0, MAX_GRACE_S),
         default=30.0,
         help="seconds a stopped run gets to checkpoint before SIGKILL (default %(default)s)",
     )
@@ -363,24 +389,30 @@ def execution_args(run: argparse.ArgumentParser) -> None:
     )
     where.add_argument(
         "--workers",
-        type=int,
+        type=number("int", 1, MAX_WORKERS),
         help="local: worker processes (default: every GPU slot, or 1 on CPU)",
     )
     where.add_argument(
-        "--jobs-per-gpu", type=int, default=1, help="local: runs sharing one GPU (default 1)"
+        "--jobs-per-gpu",
+        type=number("int", 1, MAX_WORKERS),
+        default=1,
+        help="local: runs sharing one GPU (default 1)",
     )
 
     slurm = run.add_argument_group("slurm (defaults for every run; per dataset: --resources)")
     slurm.add_argument("--partition")
     slurm.add_argument("--time", help="time limit per run: minutes or [D-]HH:MM:SS (default 60)")
-    slurm.add_argument("--gpus-per-run", type=int)
-    slurm.add_argument("--cpus-per-run", type=int)
+    slurm.add_argument("--gpus-per-run", type=number("int", 0, 64))
+    slurm.add_argument("--cpus-per-run", type=number("int", 1, 1024))
     slurm.add_argument("--mem-per-run", help="e.g. 16G")
     slurm.add_argument(
         "--resources", help="YAML with default: and datasets: {name: {time, gpus, ...}}"
     )
     slurm.add_argument(
-        "--array-parallelism", type=int, default=64, help="runs of one array at once"
+        "--array-parallelism",
+        type=number("int", 1, 100_000),
+        default=64,
+        help="runs of one array at once",
     )
     slurm.add_argument(
         "--no-wait",

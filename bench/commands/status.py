@@ -14,7 +14,6 @@ import argparse
 import shutil
 import textwrap
 from collections import Counter
-from pathlib import Path
 from typing import Any
 
 from tabulate import tabulate
@@ -22,8 +21,9 @@ from tabulate import tabulate
 from debias_bench import paths
 from debias_bench.errors import CorruptDataError
 from debias_bench.launchers.scheduler import summary_line
+from debias_bench.preflight import check_store
 from debias_bench.runprogress import Live, fmt_duration, run_kind, sweep_eta
-from debias_bench.states import RunState, effective_state, failure_reason
+from debias_bench.states import COUNTED_AS, RunState, effective_state, failure_reason
 from debias_bench.store import RunDir, RunStore
 
 from .common import fmt
@@ -53,6 +53,8 @@ def collect(store: RunStore) -> list[dict[str, Any]]:
         record["fault"] = facts.fault
         if facts.fault:  # the table's note: the file and the problem, relative to --out
             record["note"] = facts.fault.replace(f"{store.root}/", "")
+        elif state is RunState.STALE:
+            record["note"] = facts.stale
         records.append(record)
     in_queue = _queue({r["job_id"] for r in records if r["job_id"]})
     for r in records:
@@ -113,7 +115,7 @@ def _note(status: dict[str, Any], state: RunState) -> str:
 
 
 #: the states of runs still to start, as the ETA counts them
-WAITING = (RunState.PENDING, RunState.INTERRUPTED, "queued")
+WAITING = (RunState.PENDING, RunState.INTERRUPTED, RunState.STALE, "queued")
 
 #: the states ``bench status --failed`` lists
 PROBLEMS = (RunState.FAILED, RunState.DEAD, RunState.CORRUPT)
@@ -122,7 +124,7 @@ PROBLEMS = (RunState.FAILED, RunState.DEAD, RunState.CORRUPT)
 def counts_and_eta(records: list[dict[str, Any]]) -> tuple[Counter, float | None]:
     counts: Counter = Counter()
     for r in records:
-        counts[{"skipped": "done", "interrupted": "pending"}.get(r["state"], r["state"])] += 1
+        counts[COUNTED_AS.get(r["state"], r["state"])] += 1
     finished = [(r["kind"], r["train_time"]) for r in records if r["train_time"]]
     running = [(r["kind"], r["live"]) for r in records if r["state"] == RunState.RUNNING]
     waiting = [r["kind"] for r in records if r["state"] in WAITING]
@@ -166,10 +168,10 @@ def _failure(r: dict[str, Any]) -> str:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    store = RunStore(Path(args.out))
+    store = check_store(args.out)  # no store at --out: exit 2 naming it (debias_bench.preflight)
     records = collect(store)
     if not records:
-        print(f"no runs under {store.root}")
+        print(f"no runs under {store.root} yet (an empty run store)")
         return 0
     counts, eta = counts_and_eta(records)
     if args.failed:

@@ -42,8 +42,11 @@ from debias_bench.tune import (
     write_tuned,
 )
 
-from .common import floats, fmt, ints
+from .common import MAX_SEED, floats, fmt, ints, number
 from .run import config_args, execute, execution_args
+
+#: the most trials per cell a command line may ask for (a typo beyond)
+MAX_TRIALS = 10_000
 
 #: ``status.json`` reason of a run whose loss became NaN or infinite (``states.FailReason``)
 DIVERGED = "diverged"
@@ -256,8 +259,6 @@ def choose_winners(
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
-    if args.trials < 1:
-        raise ConfigError("--trials must be at least 1")
     tune_seeds, seeds = ints(args.tune_seeds), ints(args.seeds)
     _check_seeds(tune_seeds, seeds)
     cells, notes = plan_cells(args)
@@ -330,7 +331,10 @@ def add(sub: argparse._SubParsersAction) -> None:
     tune.add_argument("--datasets", default="cmnist", help="comma list or 'all'")
     tune.add_argument("--ratios", help="bias-conflicting %% (default: each dataset's ratios)")
     tune.add_argument(
-        "--trials", type=int, default=10, help="configurations per cell, the official one first"
+        "--trials",
+        type=number("int", 1, MAX_TRIALS),
+        default=10,
+        help="configurations per cell, the official one first",
     )
     tune.add_argument("--tune-seeds", default="0", help="training seeds of every trial")
     tune.add_argument(
@@ -343,7 +347,10 @@ def add(sub: argparse._SubParsersAction) -> None:
         help="checkpoint whose validation accuracy ranks the trials (never a test metric)",
     )
     tune.add_argument(
-        "--sampler-seed", type=int, default=0, help="seed of the hyperparameter draws"
+        "--sampler-seed",
+        type=number("int", 0, MAX_SEED),
+        default=0,
+        help="seed of the hyperparameter draws",
     )
     config_args(tune)
     tune.add_argument("--out", required=True, help="run store; tuned.yaml is written there")
