@@ -143,12 +143,20 @@ def _incomplete(result: Any) -> str | None:
 
 
 def _is_record(record: Any) -> bool:
-    """An evaluation record: a JSON object with an integer ``step`` (anything else on a line of
+    """An evaluation record as the engine writes it: a JSON object with an integer ``step``, a
+    numeric ``epoch`` and ``valid`` and ``test`` objects (anything else on a line of
     ``metrics.jsonl`` is skipped, like a torn line)."""
     if not isinstance(record, dict):
         return False
-    step = record.get("step")
-    return isinstance(step, int) and not isinstance(step, bool) and step >= 0
+    step, epoch = record.get("step"), record.get("epoch")
+    return (
+        isinstance(step, int)
+        and not isinstance(step, bool)
+        and step >= 0
+        and isinstance(epoch, int | float)
+        and not isinstance(epoch, bool)
+        and all(isinstance(record.get(split), dict) for split in ("valid", "test"))
+    )
 
 
 def _parse_metrics_line(line: str) -> dict[str, Any] | None:

@@ -380,12 +380,6 @@ def test_malformed_metrics_records_never_break_status_or_report(bench, tmp_path,
     assert code == 0 and "Traceback" not in err, err
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=KeyError,
-    reason="lives in bench/commands/analyze.py (_curves) and bench/store.py (_is_record): "
-    "see the issue 23 report; remove this mark once they skip malformed records",
-)
 def test_malformed_metrics_records_are_skipped_by_analyze_nc(bench, tmp_path):
     store = _metrics_store(tmp_path / "runs")
     figure = tmp_path / "fig" / "nc.png"

@@ -7,25 +7,25 @@ import errno
 import json
 
 import pytest
+from planted import finish, plant
 
 from debias_bench.cli import main
 from debias_bench.errors import CorruptDataError
+from debias_bench.jsonio import write_atomic
 from debias_bench.states import (
     STALE_AFTER_S,
     SUCCESS,
     Facts,
     FailReason,
+    IllegalTransition,
     RunFailure,
     RunState,
     classify,
     decide,
     effective_state,
-    IllegalTransition,
     failure_reason,
 )
-from debias_bench.jsonio import write_atomic
 from debias_bench.store import RunStore
-from planted import finish, plant
 
 S = RunState
 
@@ -88,7 +88,8 @@ def test_states_are_strings_in_json_and_comparisons():
     assert f"{S.CORRUPT}" == "corrupt" and str(FailReason.TIMED_OUT) == "timed out"
     assert {S.DONE, S.SKIPPED} == SUCCESS
     assert {s.value for s in S} == {
-        "pending", "running", "done", "failed", "interrupted", "dead", "corrupt", "skipped"
+        "pending", "running", "done", "failed", "interrupted", "dead", "corrupt", "skipped",
+        "stale",
     }  # fmt: skip
 
 

@@ -46,23 +46,31 @@ def _select_runs(args: argparse.Namespace) -> list[RunDir]:
     return chosen
 
 
+#: what a record must hold to be drawn: (test accuracy key, NC group) per group
+_GROUPS = (("aligned", "aligned_accuracy"), ("conflicting", "conflicting_accuracy"))
+
+
+def _nc_point(record: dict[str, Any]) -> dict[Any, float] | None:
+    """One evaluation's values for the curves; None when the record lacks any of them."""
+    try:
+        point: dict[Any, float] = {"epoch": float(record["epoch"])}
+        for group, acc_key in _GROUPS:
+            point[("accuracy", group)] = float(record["test"][acc_key])
+            for metric in ("nc1", "nc2", "nc3"):
+                point[(metric, group)] = float(record["nc"][group][metric])
+    except (KeyError, TypeError, ValueError):
+        return None
+    return point
+
+
 def _curves(run: RunDir) -> dict[str, Any]:
-    records = run.metrics()
-    if not records or "nc" not in records[-1]:
+    points = [p for p in map(_nc_point, run.metrics()) if p is not None]
+    if not points:
         raise BenchError(
             f"{run.path} has no Neural Collapse records",
             hint="train it with `--set track_nc=true`",
         )
-    epochs = [r["epoch"] for r in records]
-    out: dict[Any, Any] = {"epoch": epochs}  # "epoch" and (metric, group) columns
-    for group, acc_key in (
-        ("aligned", "aligned_accuracy"),
-        ("conflicting", "conflicting_accuracy"),
-    ):
-        out[("accuracy", group)] = [r["test"][acc_key] for r in records]
-        for metric in ("nc1", "nc2", "nc3"):
-            out[(metric, group)] = [r["nc"][group][metric] for r in records]
-    return out
+    return {key: [p[key] for p in points] for key in points[0]}
 
 
 def plot_nc(runs: list[RunDir], output: Path) -> list[Path]:
