@@ -36,6 +36,7 @@ from debias_bench.errors import BenchError, CorruptDataError
 from debias_bench.jsonio import read_json, write_json
 from debias_bench.preflight import check_store
 from debias_bench.reporting.records import COUNTS, load_records
+from debias_bench.states import RunState
 
 FORMAT = 1
 #: what a baseline keeps of each run: (selection, split, metric)
@@ -76,9 +77,9 @@ def _cells(frame: pd.DataFrame) -> tuple[dict[str, dict[str, Any]], list[str]]:
     """Cells of the finished runs in ``frame``, and one line per run that is not finished."""
     unfinished = [
         f"{row.run_id}: {row.state}" + (f" ({row.note})" if isinstance(row.note, str) else "")
-        for row in frame[frame["state"] != "done"].itertuples()
+        for row in frame[frame["state"] != RunState.DONE].itertuples()
     ]
-    done = frame[frame["state"] == "done"]
+    done = frame[frame["state"] == RunState.DONE]
     cells: dict[str, dict[str, Any]] = {}
     for run_id, rows in done.groupby("run_id", sort=False):
         first = rows.iloc[0]

@@ -40,6 +40,7 @@ from debias_bench.preflight import (
 from debias_bench.registry import DATASETS, METHODS
 from debias_bench.reporting.tuned import check_tuned_cells, tuned_values
 from debias_bench.runprogress import LogLines, eval_text
+from debias_bench.states import SUCCESS, RunState
 from debias_bench.store import RunStore
 from debias_bench.sweep import MAX_ATTEMPTS, Outcome, plan, record_submission
 
@@ -255,14 +256,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     store = RunStore(Path(args.out))
     if args.dry_run:
         for c in configs:
-            done = "done" if store.run(c.run_id).is_done() else "todo"
+            done = RunState.DONE.value if store.run(c.run_id).is_done() else "todo"
             print(f"{done}  {c.run_id}")
         return 0
     overall = time.perf_counter()
     sweep, signum = execute(args, configs, store)
     outcomes = sweep.outcomes
     print(summary(outcomes))
-    failed = sum(o.state == "failed" for o in outcomes)
+    failed = sum(o.state is RunState.FAILED for o in outcomes)
     print(
         f"\n{sum(o.ran for o in outcomes)} ran, {failed} failed, "
         f"in {time.perf_counter() - overall:.0f} s; results in {store.root}",
@@ -282,8 +283,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 def exit_code(outcomes: list[Outcome], planned: int) -> int:
     """0 only when every run of the grid is done (or skipped by its method, with a reason);
     1 when any failed, diverged, was interrupted, is held by another process or never ran."""
-    finished = {"done", "skipped"}
-    unfinished = [o for o in outcomes if o.state not in finished]
+    unfinished = [o for o in outcomes if o.state not in SUCCESS]
     if unfinished or len(outcomes) < planned:
         states = Counter(str(o.state) for o in unfinished)
         if len(outcomes) < planned:

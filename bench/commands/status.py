@@ -128,7 +128,7 @@ def counts_and_eta(records: list[dict[str, Any]]) -> tuple[Counter, float | None
     finished = [(r["kind"], r["train_time"]) for r in records if r["train_time"]]
     running = [(r["kind"], r["live"]) for r in records if r["state"] == RunState.RUNNING]
     waiting = [r["kind"] for r in records if r["state"] in WAITING]
-    return counts, sweep_eta(finished, waiting, running, max(1, counts["running"]))
+    return counts, sweep_eta(finished, waiting, running, max(1, counts[RunState.RUNNING]))
 
 
 def _step(status: dict[str, Any], live: Live | None) -> str:

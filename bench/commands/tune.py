@@ -26,6 +26,7 @@ from debias_bench.errors import ConfigError, CorruptDataError
 from debias_bench.grid import Grid, expand
 from debias_bench.launchers import Sweep
 from debias_bench.registry import DATASETS, METHODS
+from debias_bench.states import SUCCESS, RunState
 from debias_bench.store import RunStore
 from debias_bench.sweep import Outcome
 from debias_bench.tune import (
@@ -212,7 +213,7 @@ def _trial_problems(cell: Cell, store: RunStore, outcomes: dict[str, Outcome]) -
     for trial, configs in cell.trials:
         for config in configs:
             state = outcomes[config.run_id].state if config.run_id in outcomes else "not run"
-            if state in ("done", "skipped"):
+            if state in SUCCESS:
                 continue
             with contextlib.suppress(CorruptDataError):  # a torn status.json: a problem
                 if store.run(config.run_id).status().get("reason") == DIVERGED:
@@ -242,7 +243,7 @@ def choose_winners(
         winner = choose(scored)
         if winner is None:
             states = [outcomes[r].state for s in scored for r in s.run_ids if r in outcomes]
-            if states and all(state == "skipped" for state in states):
+            if states and all(state is RunState.SKIPPED for state in states):
                 print(f"note: {cell.label}: skipped by the method", file=sys.stderr)
             else:
                 problems.append(f"{cell.label}: no trial finished on every seed; no winner")
@@ -272,7 +273,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         for cell in cells:
             for trial, configs in cell.trials:
                 for c in configs:
-                    state = "done" if store.run(c.run_id).is_done() else "todo"
+                    state = RunState.DONE.value if store.run(c.run_id).is_done() else "todo"
                     print(f"{state}  {cell.label} trial {trial.index}: {trial.values}  {c.run_id}")
         return 0
     print(
@@ -307,7 +308,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
             return code
         outcomes.update({o.config.run_id: o for o in sweep.outcomes})
         problems += [f"rerun {o.config.run_id} {o.state}" for o in sweep.outcomes
-                     if o.state not in ("done", "skipped")]  # fmt: skip
+                     if o.state not in SUCCESS]  # fmt: skip
     print(summary(tuned_file, outcomes, args.selection))
     print(
         f"\nwinners chosen on validation accuracy ({args.selection} checkpoint); "

@@ -32,6 +32,7 @@ from debias_bench.reporting.layout import (
 from debias_bench.reporting.model import Cell, Column, Row, Table
 from debias_bench.reporting.stats import STATISTIC, mark_best, seed_stats, value_cell
 from debias_bench.reporting.tables import ReportOptions, finished, run_table
+from debias_bench.states import RunState
 from debias_bench.tune import TUNED_FILE, TunedFile, read_tuned, search_space, valid_split_note
 
 
@@ -304,7 +305,7 @@ def cost_of_tuning(view: TunedView) -> Table | None:
     tuned = view.tuned
     runs = run_table(view.records)
     runs = runs[(runs["protocol"] == tuned.protocol) & (runs["preset"] == tuned.preset)]
-    done = runs[runs["state"] == "done"].copy()
+    done = runs[runs["state"] == RunState.DONE].copy()
     done["device"] = done["device"].fillna("?").astype(str).str.split(":").str[0]
     ours, searched = view.all_runs(), view.search_runs()
     methods = method_order([c.method for c in tuned.cells])
