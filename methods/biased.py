@@ -13,6 +13,9 @@ Official behaviour kept
     * Scoring of all training samples in eval mode with the selected copy. Departure: the
       official code scores through the training transform (random crop and flip on the 224-px
       sets); here samples are scored unaugmented (``lff_be.py`` says why).
+
+:func:`train_model` is the plain loop (a fixed number of steps, no checkpoint selection) that
+trains the identification / biased model of JTT and PGD in their preparation stage.
 """
 
 from __future__ import annotations
@@ -93,6 +96,35 @@ def train_member(
             if acc > best_acc:  # the official code starts from 0 and needs a strict gain
                 best_acc, best = acc, copy.deepcopy(model)
     return best if best is not None else model
+
+
+def stage_steps(epochs: float, steps_per_epoch: int, cap: int | None = None) -> int:
+    """Steps of a preparation stage of ``epochs`` epochs: at least 1, at most ``cap``."""
+    steps = max(1, round(epochs * steps_per_epoch))
+    return steps if cap is None else min(steps, cap)
+
+
+def train_model(
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    batches: Iterator[Batch],
+    steps: int,
+    loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+    scheduler: torch.optim.lr_scheduler.LRScheduler | None = None,
+) -> nn.Module:
+    """Train ``model`` in train mode for ``steps`` updates of ``loss_fn(logits, y)`` (a scalar)
+    on consecutive ``batches``, the scheduler (if any) stepped after every update; returns the
+    final model (no checkpoint selection)."""
+    model.train()
+    for _ in range(steps):
+        batch = next(batches)
+        loss = loss_fn(model(batch.x), batch.y)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        if scheduler is not None:
+            scheduler.step()
+    return model
 
 
 def committee_probs(

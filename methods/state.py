@@ -52,3 +52,53 @@ class SampleMask:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.flags.copy_(state["flags"])
         self.ready = bool(state["ready"])
+
+
+class SampleWeights:
+    """A positive weight per training sample, set once (JTT's upweighted error set, PGD's
+    gradient-norm importance), kept normalised to mean 1 over the training set.
+
+    They stand in for a sampler that draws sample i with probability ``w_i / sum(w)``: a
+    uniformly drawn batch's loss is :meth:`weighted_mean`, ``sum(w_i l_i) / sum(w_i)``. Its
+    numerator and denominator have the expectations of the sampled loss and 1 (a ratio
+    estimator: consistent, bias O(1 / batch)), and like a sampled batch's mean it is a convex
+    combination of the batch's losses. The unbiased ``mean(w_i l_i)`` is not bounded so: one
+    sample of weight 100 in a batch of 128 weighs as much as the whole batch (measured with PGD
+    on Colored MNIST, SGD lr 0.02: the network died at chance accuracy).
+    """
+
+    def __init__(self, size: int, device: torch.device | str | None = None) -> None:
+        self.values = torch.ones(size, device=device)
+        self.ready = False
+
+    def set(self, weights: torch.Tensor) -> None:
+        if weights.shape != self.values.shape:
+            shape, expected = tuple(weights.shape), tuple(self.values.shape)
+            raise ValueError(f"weights of shape {shape}, expected {expected}")
+        weights = weights.detach().to(self.values.device, self.values.dtype)
+        if not bool(torch.isfinite(weights).all()) or bool((weights < 0).any()):
+            raise ValueError("sample weights must be finite and non-negative")
+        if not bool((weights > 0).all()):
+            raise ValueError("sample weights must be positive (a batch must have a weight)")
+        total = weights.sum()
+        self.values.copy_(weights * (len(weights) / total))
+        self.ready = True
+
+    def __getitem__(self, index: torch.Tensor) -> torch.Tensor:
+        if not self.ready:
+            raise RuntimeError(
+                "the sample weights are used before they were set (prepare() not run?)"
+            )
+        return self.values[index]
+
+    def weighted_mean(self, index: torch.Tensor, losses: torch.Tensor) -> torch.Tensor:
+        """``sum(w_i l_i) / sum(w_i)`` over the batch's rows ``index`` of the training set."""
+        w = self[index].to(losses.dtype)
+        return (losses * w).sum() / w.sum()
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"values": self.values.clone(), "ready": self.ready}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.values.copy_(state["values"])
+        self.ready = bool(state["ready"])

@@ -1,0 +1,57 @@
+"""GroupDRO, JTT and PGD measurably debias on real Colored MNIST at 1 % bias-conflicting samples.
+
+Each method is compared with Vanilla trained with the same protocol (clean) and length (10
+epochs of the quick preset), seed 0, on the bias-conflicting samples of the unbiased test set
+(issue 25's acceptance: at least 5 points above Vanilla). Hyperparameters are the YAML defaults:
+GroupDRO's official eta 0.01 and C 0; JTT's T and lambda_up chosen on the validation split; PGD's
+official release settings (SGD 0.02, batch 128) with its biased model as long as the run.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from debias_bench.config import make_config
+from debias_bench.engine import DataPlace, train_run
+from debias_bench.store import RunStore
+
+pytestmark = pytest.mark.realdata
+
+EPOCHS = 10
+
+
+def _test_metrics(method, tmp_path, raw_root, data_root):
+    config = make_config(method, "cmnist", 1.0, 0, protocol="clean", preset="quick", epochs=EPOCHS)
+    run_dir = RunStore(tmp_path).run(config.run_id)
+    result = train_run(config, run_dir, DataPlace(raw_root, data_root), torch.device("cpu"))
+    assert result["epochs"] == pytest.approx(EPOCHS)
+    test = result["selections"]["last"]["test"]
+    keys = ("accuracy", "conflicting_accuracy", "aligned_accuracy")
+    times = f"{result['train_time_s']:.0f} s (preparation {result['prepare_time_s']:.0f} s)"
+    print(method, " / ".join(f"{test[k]:.1f}" for k in keys), times)
+    return test
+
+
+@pytest.fixture(scope="module")
+def vanilla(tmp_path_factory, raw_root, data_root):
+    """Measured: unbiased 60.5, bias-conflicting 56.2, aligned 99.7."""
+    return _test_metrics("vanilla", tmp_path_factory.mktemp("vanilla"), raw_root, data_root)
+
+
+def _beats_vanilla(method, vanilla, tmp_path, raw_root, data_root):
+    ours = _test_metrics(method, tmp_path, raw_root, data_root)
+    assert ours["conflicting_accuracy"] > vanilla["conflicting_accuracy"] + 5, (ours, vanilla)
+    assert ours["accuracy"] > vanilla["accuracy"] + 4
+    assert ours["aligned_accuracy"] > 80  # debiasing, not just a different failure
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("method", ["groupdro", "jtt", "pgd"])
+def test_beats_vanilla_on_bias_conflicting_samples(method, vanilla, tmp_path, raw_root, data_root):
+    """Measured (seed 0; test accuracy, unbiased / conflicting / aligned; wall time of one run
+    on 2 CPU cores shared with other jobs, load about 9):
+
+    Vanilla  60.5 / 56.2 / 99.7   423 s
+    """
+    _beats_vanilla(method, vanilla, tmp_path, raw_root, data_root)
