@@ -159,6 +159,7 @@ def test_fake_run_matrix_states_and_retries(tmp_path, in_process):
     assert "scripted failure" in st[2.0]["error"]
     assert "RuntimeError: scripted failure" in st[2.0]["stderr_tail"]
     assert st[3.0]["state"] == "failed" and st[3.0]["error"] == "timed out after 15 s (killed)"
+    assert st[3.0]["reason"] == "timed out"  # not "crashed"
     assert st[3.0]["exit_code"] == -signal.SIGKILL
     # kill -9 of a run's process: dead, as under the inline launcher; a plain rerun resumes it
     assert effective_states(out)[4.0] == "dead"
