@@ -435,8 +435,9 @@ EXPECTED = [
     # kohpangwei/group_DRO: --robust_step_size 0.01, --generalization_adjustment 0 (README)
     ("groupdro", "cmnist", {"dro_step_size": 0.01, "dro_adjustment": 0.0, "lr": 1e-3,
                             "batch_size": 256, "epochs": 100}),
-    # anniesch/jtt: lambda_up from the official grid {20, 50, 100}
-    ("jtt", "cmnist", {"upweight": 50.0, "lr": 1e-3, "batch_size": 256, "epochs": 100}),
+    # anniesch/jtt: lambda_up from the official grid {20, 50, 100} (chosen on validation)
+    ("jtt", "cmnist", {"upweight": 100, "id_epochs": 2, "lr": 1e-3, "batch_size": 256,
+                       "epochs": 100}),
     # sumyeongahn/PGD learner.py / train.py defaults; the optimiser recipe is the common one
     # (chosen on validation over the release's SGD recipe: pgd.yaml)
     ("pgd", "cmnist", {"optimizer": "adam", "lr": 1e-3, "batch_size": 256, "epochs": 100,
