@@ -50,12 +50,13 @@ def _beats_vanilla(method, vanilla, tmp_path, raw_root, data_root):
 @pytest.mark.parametrize("method", ["groupdro", "jtt", "pgd"])
 def test_beats_vanilla_on_bias_conflicting_samples(method, vanilla, tmp_path, raw_root, data_root):
     """Measured (seed 0; test accuracy, unbiased / conflicting / aligned; training time of one
-    run, of which the preparation stage, on 2 CPU cores shared with other jobs, load 4 to 9):
+    run, of which the preparation stage, on 2 CPU cores shared with other jobs, load about 4;
+    the whole file about 18 minutes, Colored MNIST build included):
 
-    Vanilla   60.5 / 56.2 / 99.7   423 s
-    GroupDRO  71.0 / 67.8 / 99.6   326 s
-    JTT       79.2 / 76.9 / 99.2   311 s (identification model, 2 epochs: 84 s)
-    PGD       80.0 / 79.9 / 81.3   577 s (biased model, 10 epochs, and scores: 343 s)
+    Vanilla   60.5 / 56.2 / 99.7   315 s
+    GroupDRO  71.0 / 67.8 / 99.6   193 s
+    JTT       79.2 / 76.9 / 99.2   168 s (identification model, 2 epochs: 46 s)
+    PGD       80.0 / 79.9 / 81.3   367 s (biased model, 10 epochs, and scores: 103 s)
 
     PGD trades aligned accuracy for conflicting accuracy: its weights put most of the training
     loss on the few bias-conflicting samples (pgd.py).
