@@ -50,10 +50,9 @@ import torch.nn.functional as F
 
 from debias_bench.data import Batch, Splits
 from debias_bench.hparams import REQUIRED, HParam
-from debias_bench.method import Method
 from debias_bench.registry import register_method
 
-from .common import make_classifier
+from .vanilla import Vanilla
 
 
 def group_index(y: torch.Tensor, b: torch.Tensor, num_biases: int) -> torch.Tensor:
@@ -90,7 +89,7 @@ def updated_group_weights(
     needs_bias_labels=True,
     cost="1 model",
 )
-class GroupDRO(Method):
+class GroupDRO(Vanilla):
     HPARAMS: ClassVar[tuple[HParam, ...]] = (
         HParam("dro_step_size", "float", REQUIRED, "eta: step size of the group weights",
                low=0, low_open=True),
@@ -99,10 +98,7 @@ class GroupDRO(Method):
     )  # fmt: skip
 
     def __init__(self, spec, hp, env) -> None:
-        super().__init__(spec, hp, env)
-        self.model = make_classifier(spec, self.hp, self.device)
-        self.optimizer = self.optimizer_for(self.model)
-        self.scheduler = self.scheduler_for(self.optimizer)
+        super().__init__(spec, hp, env)  # Vanilla: the model, its optimiser and schedule
         self.num_groups = spec.num_classes * spec.num_biases
         self.eta = float(self.hp["dro_step_size"])
         self.adjustment_c = float(self.hp["dro_adjustment"])
@@ -137,15 +133,3 @@ class GroupDRO(Method):
             "q_max": q.max(),
             "q_perplexity": entropy.exp() / self.num_groups,  # 1: uniform, 1/G: one group
         }
-
-    def predict(self, x: torch.Tensor) -> torch.Tensor:
-        return self.model(x)
-
-    def features(self, x: torch.Tensor) -> torch.Tensor:
-        return self.model.features(x)
-
-    def backbone_module(self) -> torch.nn.Module:
-        return self.model.backbone
-
-    def classifier_weight(self) -> torch.Tensor:
-        return self.model.head.weight

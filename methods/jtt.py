@@ -55,13 +55,13 @@ import torch.nn.functional as F
 
 from debias_bench.data import Batch, Splits, TrainStream
 from debias_bench.hparams import REQUIRED, HParam
-from debias_bench.method import Method
 from debias_bench.metrics import predict_labels
 from debias_bench.registry import register_method
 
 from .biased import stage_steps, train_model
 from .common import make_classifier
 from .state import SampleMask, SampleWeights
+from .vanilla import Vanilla
 
 _STAGE1_SEED_OFFSET = 7_919_001  # the identification model's batch stream differs from the main one
 
@@ -79,7 +79,7 @@ def upsampling_weights(error_set: torch.Tensor, upweight: float) -> torch.Tensor
     needs_bias_labels=False,
     cost="ERM identification model (T epochs) + 1 model",
 )
-class JTT(Method):
+class JTT(Vanilla):
     HPARAMS: ClassVar[tuple[HParam, ...]] = (
         HParam("id_epochs", "float", REQUIRED, "T: epochs of the ERM identification model",
                low=0, low_open=True),
@@ -88,10 +88,7 @@ class JTT(Method):
     )  # fmt: skip
 
     def __init__(self, spec, hp, env) -> None:
-        super().__init__(spec, hp, env)
-        self.model = make_classifier(spec, self.hp, self.device)
-        self.optimizer = self.optimizer_for(self.model)
-        self.scheduler = self.scheduler_for(self.optimizer)
+        super().__init__(spec, hp, env)  # Vanilla: the model, its optimiser and schedule
         self.error_set = SampleMask(env.train_size, self.device)
         self.weights = SampleWeights(env.train_size, self.device)
 
@@ -127,15 +124,3 @@ class JTT(Method):
             "ce": ce.mean().detach(),
             "error_set": self.error_set[batch.index].float().mean(),
         }
-
-    def predict(self, x: torch.Tensor) -> torch.Tensor:
-        return self.model(x)
-
-    def features(self, x: torch.Tensor) -> torch.Tensor:
-        return self.model.features(x)
-
-    def backbone_module(self) -> torch.nn.Module:
-        return self.model.backbone
-
-    def classifier_weight(self) -> torch.Tensor:
-        return self.model.head.weight

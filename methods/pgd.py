@@ -71,13 +71,13 @@ import torch.nn.functional as F
 
 from debias_bench.data import Batch, DatasetSpec, Split, Splits, TrainStream, eval_batches
 from debias_bench.hparams import REQUIRED, HParam
-from debias_bench.method import Method
 from debias_bench.registry import register_method
 
 from .biased import stage_steps, train_model
 from .common import Classifier, make_classifier
 from .losses import GCE_Q, generalized_ce
 from .state import SampleWeights
+from .vanilla import Vanilla
 
 _BIASED_SEED_OFFSET = 15_485_863  # the biased model's batch stream differs from the main one
 NORMS = {"l1": 1.0, "l2": 2.0, "linf": float("inf")}
@@ -127,7 +127,7 @@ def gradient_norms(
     needs_bias_labels=False,
     cost="GCE biased model (as long as the run) + 1 model",
 )
-class PGD(Method):
+class PGD(Vanilla):
     HPARAMS: ClassVar[tuple[HParam, ...]] = (
         GCE_Q,
         HParam("bias_epochs", "float", REQUIRED,
@@ -142,10 +142,7 @@ class PGD(Method):
     )  # fmt: skip
 
     def __init__(self, spec, hp, env) -> None:
-        super().__init__(spec, hp, env)
-        self.model = make_classifier(spec, self.hp, self.device)
-        self.optimizer = self.optimizer_for(self.model)
-        self.scheduler = self.scheduler_for(self.optimizer)
+        super().__init__(spec, hp, env)  # Vanilla: the model, its optimiser and schedule
         self.weights = SampleWeights(env.train_size, self.device)
 
     def biased_steps(self) -> int:
@@ -179,15 +176,3 @@ class PGD(Method):
         self.step(loss, (self.optimizer, self.scheduler))
         return {"loss": loss.detach(), "ce": ce.mean().detach(),
                 "weight_max": self.weights[batch.index].max()}  # fmt: skip
-
-    def predict(self, x: torch.Tensor) -> torch.Tensor:
-        return self.model(x)
-
-    def features(self, x: torch.Tensor) -> torch.Tensor:
-        return self.model.features(x)
-
-    def backbone_module(self) -> torch.nn.Module:
-        return self.model.backbone
-
-    def classifier_weight(self) -> torch.Tensor:
-        return self.model.head.weight
