@@ -77,6 +77,7 @@ from debias_bench.config import RunConfig, make_config, resolve_hparams
 from debias_bench.data import DatasetSpec, Split, Splits
 from debias_bench.engine import DataPlace, Interrupted, Progress, pinned_threads, train_run
 from debias_bench.family import DatasetFamily
+from debias_bench.hparams import MAX_STEPS
 from debias_bench.method import HParams
 from debias_bench.methods.common import make_classifier
 from debias_bench.optim import make_optimizer
@@ -302,8 +303,9 @@ def train_size_for(batch_size: int) -> int:
 def cell_overrides(method: str, cell: Cell) -> dict[str, Any]:
     """The ``--set`` overrides that turn the paper configuration into a timing run."""
     known = resolve_hparams(method, cell.dataset, cell.protocol)
-    # with a minimum time the timer, not the step count, ends the run (Interrupted)
-    total = cell.warmup + (cell.steps if cell.min_time_s <= 0 else 10**9)
+    # with a minimum time the timer, not the step count, ends the run (Interrupted): the
+    # longest run the declarations allow, evaluated never (eval_every one past it)
+    total = cell.warmup + cell.steps if cell.min_time_s <= 0 else MAX_STEPS - 1
     overrides: dict[str, Any] = {"steps": total, "eval_every": total + 1}
     overrides.update({k: v for k, v in SHORTEN.items() if k in known})
     if known["backbone"] == "resnet18_pretrained":
