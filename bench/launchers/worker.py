@@ -426,7 +426,9 @@ def record_exit(
             last = next((line for line in reversed(lines) if "Error" in line), lines[-1])
             state, reason = RunState.FAILED, FailReason.NOT_STARTED
             fields["error"] = f"worker exited ({how}) before the run started: {last}"
-        run_dir.plan(config_json(RunConfig.from_json(config)))  # its config.json was deleted
+        planned = config_json(RunConfig.from_json(config))
+        if planned["run_id"] == run_dir.run_id:  # not when this code hashes it elsewhere
+            run_dir.plan(planned)  # its config.json was deleted
         if state is RunState.RUNNING and "error" not in fields:
             # It died without recording an outcome (kill -9, the OOM killer, a crash of the
             # interpreter): dead, as when an inline sweep dies, and a plain rerun resumes it.
