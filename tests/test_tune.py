@@ -75,13 +75,17 @@ def test_draws_stay_in_their_distributions_and_are_rounded():
         assert values["shortcut"] in ("etf", "onehot", "random")
 
 
+def builtin(registry) -> list[str]:
+    """The names ``registry`` holds from this package, not from plugins."""
+    return [n for n in registry.names() if registry.get(n).__module__.startswith("debias_bench.")]
+
+
 def test_every_method_has_a_valid_space_on_every_dataset():
-    """Each method's search: block parses against its declarations, and sampled values resolve
-    into run configurations on every dataset."""
-    for method in METHODS.names():
-        for dataset in DATASETS.names():
-            if dataset == "toy":
-                continue
+    """Each built-in method's search: block parses against its declarations, and sampled values
+    resolve into run configurations on every built-in dataset (plugins other tests loaded into
+    this process, such as the ``faulty`` method, declare no search space)."""
+    for method in builtin(METHODS):
+        for dataset in builtin(DATASETS):
             space = search_space(method, dataset)
             assert {"lr", "weight_decay"} <= set(space), (method, dataset)
             ratio = DATASETS.get(dataset).spec.ratios[0]

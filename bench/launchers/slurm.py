@@ -38,7 +38,7 @@ from debias_bench.registry import DATASETS
 from debias_bench.states import FailReason, RunState
 from debias_bench.store import RunStore
 
-from .plugins import plugins_for
+from .plugins import import_plugins, plugins_for
 from .scheduler import Ended, Launcher, Task
 from .slots import THREAD_VARS
 from .worker import WorkerJob, WorkerProcess
@@ -193,6 +193,8 @@ class SlurmRun:
         self.__init__(state["job"], state["timeout_s"])  # type: ignore[misc]
 
     def __call__(self) -> str:
+        # the supervisor records the exit, which needs the run's method and dataset registered
+        import_plugins(self.job.plugins, self.job.sys_path)
         env = dict(os.environ)
         threads = os.environ.get("SLURM_CPUS_PER_TASK")
         if threads:

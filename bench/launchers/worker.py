@@ -426,9 +426,10 @@ def record_exit(
             last = next((line for line in reversed(lines) if "Error" in line), lines[-1])
             state, reason = RunState.FAILED, FailReason.NOT_STARTED
             fields["error"] = f"worker exited ({how}) before the run started: {last}"
-        planned = config_json(RunConfig.from_json(config))
-        if planned["run_id"] == run_dir.run_id:  # not when this code hashes it elsewhere
-            run_dir.plan(planned)  # its config.json was deleted
+        if not run_dir.config_path.is_file():  # deleted: plan it again, if it is this run
+            planned = config_json(RunConfig.from_json(config))
+            if planned["run_id"] == run_dir.run_id:  # not when this code hashes it elsewhere
+                run_dir.plan(planned)
         if state is RunState.RUNNING and "error" not in fields:
             # It died without recording an outcome (kill -9, the OOM killer, a crash of the
             # interpreter): dead, as when an inline sweep dies, and a plain rerun resumes it.
