@@ -49,11 +49,17 @@ def cmd_report(args: argparse.Namespace) -> int:
     records = apply_where(records, parse_where(args.where or []))
     opts = options(args)
     paper = load_paper(args.paper) if args.compare_paper else None
+    every_run = records
     records, tuned = split_tuned(Path(args.out), records)  # bench tune's search runs apart
     tables = build_tables(records, args.table, opts, paper)
     if args.table == "all":
         tables += tuned_tables(tuned, opts)
-    text = render(tables, args.format, standalone=not args.fragment)
+    if args.format == "html":  # one page: the tables, the plots, failures and provenance
+        from debias_bench.reporting.render_html import page  # matplotlib only when asked
+
+        text = page(store, tables, records, opts, paper, runs=every_run)
+    else:
+        text = render(tables, args.format, standalone=not args.fragment)
     if args.output:
         Path(args.output).parent.mkdir(parents=True, exist_ok=True)
         Path(args.output).write_text(text)
@@ -71,7 +77,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 def add(sub: argparse._SubParsersAction) -> None:
     report = sub.add_parser(
         "report",
-        help="the paper's tables (LaTeX, Markdown, CSV) and plots from a run store",
+        help="the paper's tables (LaTeX, Markdown, CSV, HTML) and plots from a run store",
         description="Tables in the layouts of the ETF-Debias paper: Table 1 (synthetic), "
         "Table 2 (real-world), Tables D.1/D.2 (BAR class-wise), and the training cost.",
     )
@@ -83,7 +89,13 @@ def add(sub: argparse._SubParsersAction) -> None:
         help="synthetic: Table 1; real: Table 2; bar-classwise: Tables D.1/D.2; other: datasets "
         "outside the paper; cost: time and memory relative to Vanilla; all (default)",
     )
-    report.add_argument("--format", default="markdown", choices=FORMATS)
+    report.add_argument(
+        "--format",
+        default="markdown",
+        choices=FORMATS,
+        help="html: one self-contained page with the tables, the plots, the failures and "
+        "each run's provenance",
+    )
     report.add_argument("--selection", default="last", choices=SELECTIONS)
     report.add_argument("--metric", default="accuracy", choices=METRICS)
     report.add_argument("--split", default="test", choices=["test", "valid"])

@@ -1,7 +1,7 @@
 """The reporter: run records in, the paper's tables out.
 
 ``load_records`` reads a run store into a tidy DataFrame; ``build_tables`` turns it into table
-models (a pure function); ``render`` writes them as LaTeX, Markdown or CSV. The modules:
+models (a pure function); ``render`` writes them as LaTeX, Markdown, CSV or HTML. The modules:
 records (store -> DataFrame), layout (the paper's order, names, markers), stats (seed statistics,
 bold, gains), tables (the builders), paper (the published numbers), render_* and plots.
 """
@@ -13,7 +13,7 @@ from collections.abc import Callable
 import pandas as pd
 
 from debias_bench.errors import ConfigError
-from debias_bench.reporting import render_csv, render_latex, render_markdown
+from debias_bench.reporting import render_csv, render_html, render_latex, render_markdown
 from debias_bench.reporting.model import Cell, Column, Row, Table
 from debias_bench.reporting.paper import PaperNumbers, load_paper
 from debias_bench.reporting.records import METRICS, load_records
@@ -37,7 +37,7 @@ BUILDERS: dict[str, Callable[[pd.DataFrame, ReportOptions, PaperNumbers | None],
 #: what ``all`` builds: the paper's tables and the cost (``subpop`` is asked for by name)
 ALL = ("synthetic", "real", "other", "bar-classwise", "cost")
 TABLES = (*BUILDERS, "all")
-FORMATS = ("latex", "markdown", "csv")
+FORMATS = ("latex", "markdown", "csv", "html")
 
 
 def build_tables(
@@ -66,6 +66,8 @@ def render(tables: list[Table], fmt: str = "markdown", standalone: bool = True) 
         return render_csv.render(tables)
     if fmt == "markdown":
         return render_markdown.render(tables)
+    if fmt == "html":
+        return render_html.render(tables)
     raise ValueError(f"format must be one of {FORMATS}")
 
 

@@ -6,6 +6,8 @@ or changes the caller's backend.
 
 from __future__ import annotations
 
+import io
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -59,17 +61,12 @@ def _figure(
     return fig
 
 
-def plot_ratio_curves(
-    records: pd.DataFrame,
-    opts: ReportOptions,
-    out_dir: Path,
-    paper: PaperNumbers | None = None,
-) -> list[Path]:
-    """Write one PNG and one PDF per (dataset, protocol, preset); returns the paths."""
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+def ratio_figures(
+    records: pd.DataFrame, opts: ReportOptions, paper: PaperNumbers | None = None
+) -> Iterator[tuple[str, Figure]]:
+    """(file stem, figure) per (dataset, protocol, preset): what the files and the HTML page
+    show alike."""
     curves = ratio_curves(records, opts)
-    written = []
     ylabel = f"{opts.split} {opts.metric.replace('_', ' ')} (%)"
     for (protocol, preset, dataset), block in curves.groupby(["protocol", "preset", "dataset"]):
         reference: dict[str, list[tuple[float, float]]] = {}
@@ -81,8 +78,28 @@ def plot_ratio_curves(
             f"{dataset_name(str(dataset))}: mean ± std over seeds\n"
             f"protocol {protocol}, preset {preset}, selection {opts.selection}"
         )
-        fig = _figure(block, title, ylabel, reference)
         stem = f"{dataset}_{protocol}_{preset}_{opts.metric}_{opts.selection}"
+        yield stem, _figure(block, title, ylabel, reference)
+
+
+def png_bytes(fig: Figure, dpi: int = 100) -> bytes:
+    """The figure as PNG, in memory (the HTML report embeds it as a data URI)."""
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=dpi)
+    return buffer.getvalue()
+
+
+def plot_ratio_curves(
+    records: pd.DataFrame,
+    opts: ReportOptions,
+    out_dir: Path,
+    paper: PaperNumbers | None = None,
+) -> list[Path]:
+    """Write one PNG and one PDF per (dataset, protocol, preset); returns the paths."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for stem, fig in ratio_figures(records, opts, paper):
         for fmt in FORMATS:
             path = out_dir / f"{stem}.{fmt}"
             fig.savefig(path, dpi=150)
