@@ -194,6 +194,8 @@ class RunDir:
     metrics_path = property(lambda self: self.path / "metrics.jsonl")
     checkpoint_path = property(lambda self: self.path / "checkpoint.pt")
     result_path = property(lambda self: self.path / "result.json")
+    #: where each experiment tracker has this run and the last step it was sent (bench.tracking)
+    tracking_path = property(lambda self: self.path / "tracking.json")
 
     @property
     def run_id(self) -> str:
@@ -554,6 +556,19 @@ class RunDir:
         return text[-max_chars:]
 
     # ---------------------------------------------------------------- metrics
+    def tracking(self) -> dict[str, Any]:
+        """The trackers' cursors (``{}`` when none, or when the file is unreadable: the
+        trackers then start over, which repeats nothing they check)."""
+        try:
+            cursors = read_json(self.tracking_path)
+        except (OSError, CorruptDataError):
+            return {}
+        return cursors if isinstance(cursors, dict) else {}
+
+    def set_tracking(self, key: str, cursor: dict[str, Any]) -> None:
+        """Record where tracker ``key`` has this run (the caller holds the run's lock)."""
+        write_json(self.tracking_path, {**self.tracking(), key: cursor})
+
     def append_metrics(self, record: dict[str, Any]) -> None:
         """Append one record; it starts on a fresh line even after a torn one."""
         line = json.dumps(record, sort_keys=True) + "\n"

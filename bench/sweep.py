@@ -27,7 +27,7 @@ import os
 import sys
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,6 +51,7 @@ from debias_bench.states import (
 )
 from debias_bench.states import decide as decide_state
 from debias_bench.store import RunDir, RunStore
+from debias_bench.tracking import RunTracking, TrackSpec, experiment_name
 
 #: default of ``--max-attempts``
 MAX_ATTEMPTS = 3
@@ -95,12 +96,13 @@ def run_one(
     should_stop: Callable[[int], bool] = lambda step: False,
     max_attempts: int = MAX_ATTEMPTS,
     status_fields: dict[str, Any] | None = None,
+    track: Sequence[TrackSpec] = (),
 ) -> Outcome:
     """Run (or resume, or skip) one run in this process; see the module docstring.
 
     ``status_fields`` are recorded in ``status.json`` when the run starts (the worker's GPU,
-    thread count, SLURM job id). Raises :class:`Interrupted` after checkpointing when
-    ``should_stop`` asked for it."""
+    thread count, SLURM job id); ``track``: the experiment trackers it is sent to. Raises
+    :class:`Interrupted` after checkpointing when ``should_stop`` asked for it."""
     run_dir = store.run(config.run_id)
     if run_dir.is_done():
         return Outcome(config, run_dir, RunState.DONE, "already done", run_dir.result())
@@ -120,16 +122,22 @@ def run_one(
                 aside = run_dir.retire()
                 print(f"{config.run_id}: {why}; its files moved to {aside}, retraining",
                       file=sys.stderr, flush=True)  # fmt: skip
-            return _execute(
-                config,
-                run_dir,
-                place,
-                device,
-                progress,
-                should_stop,
-                decision,
-                status_fields or {},
-            )
+            tracking = RunTracking(list(track), run_dir, experiment_name(store.root))
+            tracking.start()
+            try:
+                return _execute(
+                    config,
+                    run_dir,
+                    place,
+                    device,
+                    progress,
+                    should_stop,
+                    decision,
+                    status_fields or {},
+                    tracking,
+                )
+            finally:
+                tracking.finish()  # the state the run recorded, even when interrupted
         except OSError as exc:  # writing the store failed outside the training (a full disk)
             message = _record_failure(run_dir, exc)
             return Outcome(config, run_dir, RunState.FAILED, message, ran=True)
@@ -167,6 +175,7 @@ def _execute(
     should_stop: Callable[[int], bool],
     decision: Decision,
     status_fields: dict[str, Any],
+    tracking: RunTracking,
 ) -> Outcome:
     """Train the run; the caller holds its lock."""
     method_cls = METHODS.get(config.method)
@@ -198,7 +207,7 @@ def _execute(
     )
     with Heartbeat(run_dir):
         try:
-            recorded = _Recorded(run_dir, progress)
+            recorded = _Recorded(run_dir, progress, tracking)
             result = train_run(config, run_dir, place, device, recorded, should_stop)
         except Interrupted as exc:
             _record(run_dir, RunState.INTERRUPTED, note=str(exc))
@@ -229,12 +238,12 @@ def _execute(
 
 
 class _Recorded(Progress):
-    """Forwards to the caller's progress, records where the run (re)started, and gives the
+    """Forwards to the caller's progress, records where the run (re)started, gives the
     run's heartbeat its live progress (step, steps/s, ETA: :class:`Pace`) from the first
-    step on."""
+    step on, and sends each evaluation to the run's trackers."""
 
-    def __init__(self, run_dir: RunDir, inner: Progress | None) -> None:
-        self.run_dir, self.inner = run_dir, inner or Progress()
+    def __init__(self, run_dir: RunDir, inner: Progress | None, tracking: RunTracking) -> None:
+        self.run_dir, self.inner, self.tracking = run_dir, inner or Progress(), tracking
         self.pace = Pace()
 
     def start(self, run_id: str, total_steps: int, start_step: int) -> None:
@@ -248,6 +257,7 @@ class _Recorded(Progress):
         self.inner.advance(step)
 
     def evaluated(self, record: dict[str, Any]) -> None:
+        self.tracking.record(record)
         self.inner.evaluated(record)
 
     def close(self) -> None:

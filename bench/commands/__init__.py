@@ -11,6 +11,7 @@ from . import (
     reproduce,
     run,
     status,
+    track,
     tune,
     viz,
 )
@@ -23,6 +24,7 @@ COMMANDS = (
     report,
     regress,
     reproduce,
+    track,
     listing,
     data,
     analyze,

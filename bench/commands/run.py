@@ -43,6 +43,7 @@ from debias_bench.runprogress import LogLines, eval_text
 from debias_bench.states import SUCCESS, RunState
 from debias_bench.store import RunStore
 from debias_bench.sweep import MAX_ATTEMPTS, Outcome, plan, record_submission
+from debias_bench.tracking import TRACKERS, parse_specs, prepare_trackers
 
 from .common import (
     MAX_GRACE_S,
@@ -174,7 +175,9 @@ def execute(
     check_data(configs, place)
     check_data_root(configs, place)
     check_worker_imports(args.launcher)
+    track = parse_specs(args.track or [], store.root)  # a missing library: the install command
     check_out(store.root)  # the last check: it creates --out
+    prepare_trackers(track, store.root)
     stop: dict[str, Any] = {"signal": None}
     entry = LAUNCHERS.entry(args.launcher)
     context = LaunchContext(
@@ -184,6 +187,7 @@ def execute(
         should_stop=lambda: stop["signal"] is not None,
         on_submitted=_record_jobs(store),
         progress=lambda task: CliProgress(task.label),
+        track=tuple(track),
     )
     launcher = entry.obj(args, context)
     plan(store, configs)  # every run of the sweep is visible to `bench status` from now on
@@ -378,6 +382,15 @@ def execution_args(run: argparse.ArgumentParser) -> None:
         type=number("float", 0, MAX_GRACE_S),
         default=30.0,
         help="seconds a stopped run gets to checkpoint before SIGKILL (default %(default)s)",
+    )
+
+    tracking = run.add_argument_group("experiment tracking")
+    tracking.add_argument(
+        "--track",
+        action="append",
+        metavar="KIND[=TARGET]",
+        help="send every run to a tracker (repeatable): "
+        + "; ".join(f"{e.name}: {e.display_name}" for e in TRACKERS),
     )
 
     where = run.add_argument_group("where runs execute")

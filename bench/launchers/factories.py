@@ -18,6 +18,7 @@ from debias_bench.engine import DataPlace, Progress, resolve_device
 from debias_bench.errors import ConfigError
 from debias_bench.registry import Registry
 from debias_bench.store import RunStore
+from debias_bench.tracking import TrackSpec
 
 from .scheduler import Launcher, Task
 from .slots import Slot, plan_slots, visible_gpus
@@ -33,6 +34,7 @@ class LaunchContext:
     should_stop: Callable[[], bool]  # the sweep was asked to stop (a signal)
     on_submitted: Callable[[dict[str, str]], None]  # run id -> cluster job id
     progress: Callable[[Task], Progress]  # a progress display for a run in this process
+    track: tuple[TrackSpec, ...] = ()  # experiment trackers every run is sent to
 
 
 Factory = Callable[[argparse.Namespace, LaunchContext], Launcher]
@@ -59,6 +61,7 @@ def inline(args: argparse.Namespace, ctx: LaunchContext) -> Launcher:
         progress=ctx.progress,
         should_stop=ctx.should_stop,
         max_attempts=args.max_attempts,
+        track=ctx.track,
     )
 
 
@@ -79,6 +82,7 @@ def local(args: argparse.Namespace, ctx: LaunchContext) -> Launcher:
         max_attempts=args.max_attempts,
         timeout_s=ctx.timeout_s,
         grace_s=args.grace,
+        track=ctx.track,
     )
 
 
@@ -111,6 +115,7 @@ def slurm(args: argparse.Namespace, ctx: LaunchContext) -> Launcher:
         max_attempts=args.max_attempts,
         timeout_s=ctx.timeout_s,
         on_submitted=ctx.on_submitted,
+        track=ctx.track,
     )
 
 

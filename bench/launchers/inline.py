@@ -15,7 +15,7 @@ from __future__ import annotations
 import signal
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -24,6 +24,7 @@ from debias_bench.engine import DataPlace, Interrupted, Progress
 from debias_bench.states import RunState
 from debias_bench.store import RunStore
 from debias_bench.sweep import run_one, worker_identity
+from debias_bench.tracking import TrackSpec
 
 from .scheduler import Ended, Launcher, Task
 
@@ -40,10 +41,11 @@ class InlineLauncher(Launcher):
         progress: Callable[[Task], Progress],
         should_stop: Callable[[], bool],
         max_attempts: int = 3,
+        track: Sequence[TrackSpec] = (),
     ) -> None:
         self.store, self.place, self.device = store, place, device
         self.progress, self.should_stop = progress, should_stop
-        self.max_attempts = max_attempts
+        self.max_attempts, self.track = max_attempts, track
         self.ended: list[Ended] = []
         #: SIGINT once Ctrl-C asked the sweep to stop (the scheduler reads it)
         self.stop_signal: int | None = None
@@ -83,6 +85,7 @@ class InlineLauncher(Launcher):
                     should_stop=lambda step: self.should_stop() or self.stop_signal is not None,
                     max_attempts=self.max_attempts,
                     status_fields={**worker_identity(), "launcher": self.name},
+                    track=self.track,
                 )
             except Interrupted as exc:
                 self.ended.append(Ended(task, RunState.INTERRUPTED, str(exc)))

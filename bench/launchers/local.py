@@ -10,11 +10,13 @@ Workers are warm (forked from a server that has imported torch and the plugins o
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from debias_bench.engine import DataPlace
 from debias_bench.states import RunState
 from debias_bench.store import RunStore
+from debias_bench.tracking import TrackSpec
 
 from . import forkserver
 from .plugins import env_plugins, plugins_for
@@ -42,10 +44,11 @@ class LocalLauncher(Launcher):
         timeout_s: float | None = None,
         grace_s: float = 30.0,
         warm: bool = True,
+        track: Sequence[TrackSpec] = (),
     ) -> None:
         self.store, self.place = store, place
         self.pool = SlotPool(slots)
-        self.max_attempts = max_attempts
+        self.max_attempts, self.track = max_attempts, track
         self.timeout_s, self.grace_s = timeout_s, grace_s
         self.running: dict[str, _Active] = {}
         self.warm = warm and forkserver.available()
@@ -72,6 +75,7 @@ class LocalLauncher(Launcher):
             plugins=plugins,
             sys_path=paths,
             status_fields={"gpu": slot.gpu, "slot": slot.index, "launcher": self.name},
+            track=[spec.key for spec in self.track],
             planned_id=task.run_id,
         )
 

@@ -25,6 +25,7 @@ import re
 import shutil
 import subprocess
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,7 @@ from debias_bench.provenance import config_json
 from debias_bench.registry import DATASETS
 from debias_bench.states import FailReason, RunState
 from debias_bench.store import RunStore
+from debias_bench.tracking import TrackSpec
 
 from .plugins import import_plugins, plugins_for
 from .scheduler import Ended, Launcher, Task
@@ -272,10 +274,11 @@ class SlurmLauncher(Launcher):
         timeout_s: float | None = None,
         on_submitted: Any = None,
         job_name: str = "bench",
+        track: Sequence[TrackSpec] = (),
     ) -> None:
         self.store, self.place, self.resources = store, place, resources
         self.array_parallelism, self.max_attempts = array_parallelism, max_attempts
-        self.timeout_s, self.job_name = timeout_s, job_name
+        self.timeout_s, self.job_name, self.track = timeout_s, job_name, track
         self.on_submitted = on_submitted or (lambda jobs: None)
         self.folder = self.store.root.resolve() / ".submitit"
         self.jobs: dict[str, tuple[Task, Any]] = {}  # run id -> (task, submitit job)
@@ -302,6 +305,7 @@ class SlurmLauncher(Launcher):
             plugins=plugins,
             sys_path=paths,
             status_fields={"launcher": self.name, "resources": asdict(res)},
+            track=[spec.key for spec in self.track],
         )
 
     def start(self, tasks: list[Task]) -> None:

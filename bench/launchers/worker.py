@@ -59,6 +59,8 @@ class WorkerJob:
     plugins: list[str] = field(default_factory=list)
     sys_path: list[str] = field(default_factory=list)
     status_fields: dict[str, Any] = field(default_factory=dict)
+    #: experiment trackers, as ``TrackSpec.key`` (resolved by the sweep)
+    track: list[str] = field(default_factory=list)
     #: the run id the sweep planned; the worker refuses a config that hashes to another one
     #: (the code or a method's defaults changed under the sweep)
     planned_id: str = ""
@@ -147,6 +149,7 @@ def run_job(job: WorkerJob, lifeline: Connection | None = None) -> int:
     from debias_bench.runprogress import LogLines
     from debias_bench.store import RunStore
     from debias_bench.sweep import run_one, worker_identity
+    from debias_bench.tracking import TrackSpec
 
     threads = int(os.environ.get("BENCH_THREADS") or 0)
     if threads:
@@ -184,6 +187,7 @@ def run_job(job: WorkerJob, lifeline: Connection | None = None) -> int:
             should_stop=lambda step: stop["signal"] is not None,
             max_attempts=job.max_attempts,
             status_fields={**job.status_fields, **worker_identity()},
+            track=[TrackSpec.parse(key) for key in job.track],
         )
     except Interrupted as exc:
         print(f"interrupted: {exc}", file=sys.stderr)
