@@ -104,6 +104,8 @@ def test_local_sweep_sends_every_run_to_mlflow_and_tensorboard(tmp_path, in_proc
             assert history(db, mlrun.info.run_id, "train/loss") == []  # failed before step 10
         cursors = run_dir.tracking()
         assert cursors[f"mlflow=sqlite:///{db}"]["id"] == mlrun.info.run_id
+        # what tracking cost the run is recorded (bench perf --track-overhead reads it)
+        assert 0 < cursors[f"mlflow=sqlite:///{db}"]["spent_s"] < 60
 
 
 @pytest.mark.slow
@@ -280,3 +282,13 @@ def test_wandb_offline_run_folder(tmp_path, in_process, monkeypatch):
     assert summary["state"] == "done"
     exits = [r.exit.exit_code for r in records if r.WhichOneof("record_type") == "exit"]
     assert exits == [0]
+
+
+def test_track_cost_is_the_median_paired_throughput_ratio():
+    """bench perf --track-overhead: one minus the median of tracked/untracked steps/s."""
+    from debias_bench.tracking.cost import TrackCost
+
+    cost = TrackCost("mlflow", plain=[100.0, 50.0, 80.0], tracked=[99.0, 40.0, 79.2])
+    cost.inside = [(0.2, 10.0), (0.3, 12.0), (0.1, 9.0)]
+    assert cost.cost == pytest.approx(0.01)  # ratios 0.99, 0.8, 0.99: the median is 0.99
+    assert "cost +1.00 %" in cost.line() and "0.20 s of a 10.0 s run (2.00 %)" in cost.line()

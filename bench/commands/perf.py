@@ -316,9 +316,28 @@ def cmd_launcher_overhead(args: argparse.Namespace) -> int:
     return 1 if any(r.failed for r in results) else 0
 
 
+def cmd_track_overhead(args: argparse.Namespace) -> int:
+    """``--track-overhead``: the throughput a tracker costs (``debias_bench.tracking.cost``)."""
+    from debias_bench.tracking.cost import RUN, track_overhead
+
+    if args.runs < 1:
+        raise ConfigError("--runs must be at least 1")
+    place = DataPlace(paths.raw_root(args.raw_root), paths.data_root(args.data_root))
+    print(
+        f"bench perf: {args.runs} pairs of Colored MNIST runs ({RUN['steps']} steps, an "
+        f"evaluation every {RUN['eval_every']}), without and with --track {args.track_overhead}",
+        file=sys.stderr,
+    )
+    result = track_overhead(args.runs, place, args.track_overhead)
+    print(result.line())
+    return 1 if result.failed else 0
+
+
 def cmd_perf(args: argparse.Namespace) -> int:
     if args.launcher_overhead:
         return cmd_launcher_overhead(args)
+    if args.track_overhead:
+        return cmd_track_overhead(args)
     _check(args)
     methods = METHODS.resolve(args.methods)
     datasets = DATASETS.resolve(args.datasets)
@@ -472,7 +491,16 @@ def add(sub: argparse._SubParsersAction) -> None:
         "tiny Colored MNIST runs), warm workers next to cold ones",
     )
     p.add_argument(
-        "--runs", type=int, default=6, help="--launcher-overhead: runs per mode (default 6)"
+        "--track-overhead",
+        metavar="KIND[=TARGET]",
+        help="instead: what --track KIND costs a run (steps/s over the whole run, tracked "
+        "against untracked, in alternating pairs of short Colored MNIST runs)",
+    )
+    p.add_argument(
+        "--runs",
+        type=int,
+        default=6,
+        help="--launcher-overhead: runs per mode; --track-overhead: pairs (default 6)",
     )
     data_args(p)
     p.set_defaults(func=cmd_perf)

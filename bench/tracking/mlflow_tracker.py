@@ -80,9 +80,11 @@ class MlflowTracker(Tracker):
         return target  # a tracking server (http://...) or another store URI
 
     def _client(self) -> Any:
+        from mlflow.tracking import MlflowClient
+
+        # after the import: importing mlflow sets its own loggers to INFO
         logging.getLogger("mlflow").setLevel(logging.WARNING)
         logging.getLogger("alembic").setLevel(logging.WARNING)
-        from mlflow.tracking import MlflowClient
 
         return MlflowClient(tracking_uri=self.target)
 

@@ -2,7 +2,8 @@
 (live) or from the store afterwards (``bench track export``); both take the same path.
 
 The run's ``tracking.json`` (written through :class:`~debias_bench.store.RunDir`) keeps, per
-target, the tracker's id for the run, the last step sent and the final state sent. So a
+target, the tracker's id for the run, the last step sent, the final state sent and the seconds
+spent in the tracker's calls (``spent_s``: what tracking cost the run). So a
 resumed run continues the same tracked run without repeating a step, and an export sends only
 what the tracker does not have yet. A tracker that fails is a warning, then left out for the
 rest of the run: tracking never fails a run.
@@ -13,6 +14,7 @@ from __future__ import annotations
 import json
 import math
 import sys
+import time
 from typing import Any
 
 from debias_bench.states import RunState, parse_state
@@ -59,6 +61,8 @@ class RunTracking:
     def __init__(self, specs: list[TrackSpec], run_dir: RunDir, experiment: str) -> None:
         self.specs, self.run_dir, self.experiment = specs, run_dir, experiment
         self.open: dict[str, tuple[TrackedRun, dict[str, Any]]] = {}
+        #: seconds spent in each tracker's calls (kept in tracking.json as ``spent_s``)
+        self.spent: dict[str, float] = {}
 
     def start(self) -> None:
         if not self.specs:
@@ -68,6 +72,7 @@ class RunTracking:
         cursors = self.run_dir.tracking()
         for spec in self.specs:
             cursor = dict(cursors.get(spec.key) or {})
+            self.spent[spec.key] = float(cursor.get("spent_s") or 0.0)
             start, resume = spec.tracker(self.experiment).start, cursor.get("id")
             tracked = self._guard(
                 spec.key,
@@ -77,6 +82,7 @@ class RunTracking:
                 continue
             if cursor.get("id") != tracked.id:  # a new tracked run: it has no step yet
                 cursor = {"id": tracked.id}
+                self.spent[spec.key] = 0.0
             cursor["state"] = None
             self.open[spec.key] = (tracked, cursor)
             self._save(spec.key, cursor)
@@ -111,6 +117,7 @@ class RunTracking:
         self.open.clear()
 
     def _save(self, key: str, cursor: dict[str, Any]) -> None:
+        cursor["spent_s"] = round(self.spent.get(key, 0.0), 4)
         try:
             self.run_dir.set_tracking(key, cursor)
         except OSError as exc:
@@ -118,12 +125,15 @@ class RunTracking:
 
     def _guard(self, key: str, call: Any) -> Any:
         """``call()``, or None after a warning; a failed tracker is left out from then on."""
+        started = time.perf_counter()
         try:
             result = call()
         except Exception as exc:  # a tracker's failure must never reach the run
             self._warn(key, exc)
             self.open.pop(key, None)
             return None
+        finally:
+            self.spent[key] = self.spent.get(key, 0.0) + time.perf_counter() - started
         return True if result is None else result
 
     def _warn(self, key: str, exc: BaseException) -> None:
