@@ -45,7 +45,8 @@ td.sep, th.sep { border-left: 2px solid #999; }
 .plots { display: flex; flex-wrap: wrap; gap: 1em; }
 figure { margin: 0; flex: 0 1 560px; } figure img { width: 100%; height: auto; }
 figcaption { font-size: .85em; color: #555; text-align: center; }
-.failures li { color: #a00; } details summary { cursor: pointer; font-weight: 600; }
+.failures li { color: #a00; } .failures li.none { color: inherit; }
+details summary { cursor: pointer; font-weight: 600; }
 code { font-size: .9em; }
 """
 #: the runs listed under "Failures": they ended without a result and will not finish alone
@@ -184,7 +185,7 @@ def render(
     body = body or "<p>No runs for this table yet.</p>"
     sections.append(f'<section id="tables"><h2>Tables</h2>\n{body}\n</section>')
     if failures or runs:
-        items = "".join(f"<li>{inline(f)}</li>" for f in failures) or "<li>none</li>"
+        items = "".join(f"<li>{inline(f)}</li>" for f in failures) or '<li class="none">none</li>'
         sections.append(
             f'<section id="failures"><h2>Failures</h2><ul class="failures">{items}</ul></section>'
         )
