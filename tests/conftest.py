@@ -31,8 +31,34 @@ def raw_root() -> Path:
 
 @pytest.fixture(scope="session")
 def data_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Prepared data shared by the whole session (Colored MNIST is built once)."""
-    return tmp_path_factory.mktemp("data")
+    """Prepared data shared by the whole session (Colored MNIST is built once). Under
+    pytest-xdist the workers share one folder: a dataset that two of them prepare at once is
+    built by one while the other waits on bench's build lock (tests/test_build_lock.py)."""
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent  # the session's folder, above each worker's own
+    root = base / "shared-data"
+    root.mkdir(exist_ok=True)
+    return root
+
+
+#: the thread count the real-data modules' measured numbers were taken with (their docstrings):
+#: the order of a float reduction, hence a result's last digits, follows the thread count, and
+#: tox runs one pytest-xdist worker per core with OMP_NUM_THREADS=1
+REALDATA_THREADS = 2
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _realdata_threads(request: pytest.FixtureRequest):
+    """Pin torch's threads for a module marked ``realdata`` (before its module fixtures, such
+    as a Vanilla reference run), so its thresholds see the numbers they were set against."""
+    if request.node.get_closest_marker("realdata") is None:
+        yield
+        return
+    before = torch.get_num_threads()
+    torch.set_num_threads(REALDATA_THREADS)
+    yield
+    torch.set_num_threads(before)
 
 
 def make_toy_split(n: int, ratio: float, seed: int, name: str) -> Split:
