@@ -7,6 +7,7 @@ failure: there these tests must run.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import subprocess
@@ -30,6 +31,8 @@ pytestmark = [
     ),
 ]
 SLURM = ["--launcher", "slurm", "--cpus-per-run", "1", "--mem-per-run", "1G", "--time", "10"]
+#: the trackers' libraries (the test extra installs them): the tiny grid is tracked from its jobs
+TRACKING = all(importlib.util.find_spec(name) for name in ("mlflow", "tensorboard"))
 
 
 def _wait_for(predicate, timeout_s: float, what: str) -> None:
@@ -42,10 +45,12 @@ def _wait_for(predicate, timeout_s: float, what: str) -> None:
 
 
 def test_tiny_grid_through_slurm(tmp_path, in_process):
-    out = tmp_path / "runs"
+    out, db, logdir = tmp_path / "runs", tmp_path / "mlflow.db", tmp_path / "tb"
+    track = ["--track", f"mlflow=sqlite:///{db}", "--track", f"tensorboard={logdir}"]
     code, table, err = in_process(
-        "run", *bench_args(out, "1,2"), *SLURM, "--array-parallelism", "2"
-    )
+        "run", *bench_args(out, "1,2"), *SLURM, "--array-parallelism", "2",
+        *(track if TRACKING else []),
+    )  # fmt: skip
     assert code == 1, err  # one run fails on purpose
     assert "2 ran, 1 failed" in err and "[sweep]" in err
     assert "| done" in table and "| failed" in table
@@ -64,6 +69,18 @@ def test_tiny_grid_through_slurm(tmp_path, in_process):
     code, failures, _ = in_process("status", "--out", str(out), "--failed")
     assert f"SLURM job {st[2.0]['slurm_job_id']}" in failures
     assert "exit code 1" in failures and "RuntimeError: scripted failure" in failures
+
+    if TRACKING:  # each Slurm job sent its run to both trackers (issue 27: every launcher)
+        from test_tracking import mlflow_runs, same_curve, store_losses, tb_scalars
+
+        tracked = mlflow_runs(db, out)
+        assert set(tracked) == {d.run_id for d in RunStore(out).runs()}
+        assert tracked[done.run_id].info.status == "FINISHED"
+        assert "lr" in tracked[done.run_id].data.params
+        assert tracked[done.run_id].data.tags["run_id"] == done.run_id
+        failed_id = next(i for i in tracked if i != done.run_id)
+        assert tracked[failed_id].info.status == "FAILED"
+        assert same_curve(tb_scalars(logdir / done.run_id, "train/loss"), store_losses(done))
 
 
 def test_requeued_job_resumes_from_its_checkpoint(tmp_path, in_process, monkeypatch):
