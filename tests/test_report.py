@@ -221,6 +221,19 @@ def test_missing_reasons_running_and_failed(tmp_path):
     assert r"-- \dbmiss{(running)}" in render([table], "latex")
 
 
+def test_a_done_run_without_the_selection_is_not_recorded_not_unfinished(tmp_path):
+    """A finished run with no in-distribution validation split has no best_valid_iid: its
+    cell says so instead of calling the run unfinished."""
+    root = tmp_path / "runs"
+    write_run(root, "vanilla", "cmnist", 2.0, 0, 50.0)
+    (table,) = build_tables(
+        load_records(RunStore(root)), "synthetic", ReportOptions(selection="best_valid_iid")
+    )
+    cell = cells_of(table)[("cmnist", "2.0", "vanilla")]
+    assert not cell.has_value and cell.missing == "not recorded"
+    assert "– (not recorded)" in render([table], "markdown")
+
+
 @pytest.mark.parametrize("selection", SELECTIONS)
 @pytest.mark.parametrize("metric", ["accuracy", "conflicting_accuracy"])
 def test_numbers_match_a_direct_pandas_computation(records, selection, metric):

@@ -15,6 +15,10 @@ DDOF = 1
 STATISTIC = f"mean ± sample standard deviation (ddof={DDOF}) over seeds"
 
 _UNFINISHED = frozenset({RunState.PENDING, RunState.INTERRUPTED, RunState.DEAD})
+#: finished runs whose results hold no value for the selection or metric asked for (a run
+#: without an in-distribution validation split has no ``best_valid_iid``: its ``result.json``
+#: says why under ``valid_iid``)
+NOT_RECORDED = "not recorded"
 
 
 def seed_stats(values: Iterable[float]) -> tuple[float | None, float | None, int]:
@@ -41,6 +45,8 @@ def missing_reason(states: Iterable[str]) -> str:
             return named.value
     if states == {RunState.SKIPPED}:
         return RunState.SKIPPED.value
+    if RunState.DONE in states and states <= {RunState.DONE, RunState.SKIPPED}:
+        return NOT_RECORDED
     return "unfinished"
 
 

@@ -176,8 +176,10 @@ def caption(
     if markers:
         parts.append("(*) and (◇): methods trained with and without bias labels.")
     parts.append(
-        "Empty cells say why: not run, running, unfinished, failed, or skipped by the method "
-        "(runs not in the table are listed below it)."
+        "Empty cells say why: not run, running, unfinished, failed, skipped by the method, or "
+        "not recorded (finished runs without this selection or metric, e.g. no in-distribution "
+        "validation split: each result.json says why) (runs not in the table are listed below "
+        "it)."
     )
     if paper is not None:
         parts.append(
