@@ -42,10 +42,12 @@ def data_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-#: the thread count the real-data modules' measured numbers were taken with (their docstrings):
-#: the order of a float reduction, hence a result's last digits, follows the thread count, and
-#: tox runs one pytest-xdist worker per core with OMP_NUM_THREADS=1
-REALDATA_THREADS = 2
+#: the thread count of the real-data modules: the order of a float reduction, hence a result's
+#: last digits, follows the thread count, so a pinned count gives the same numbers on any
+#: machine (each module's docstring says which count its numbers were measured with); one,
+#: because tox runs one pytest-xdist worker per core (two threads per worker made the
+#: real-data tests 3-6x slower)
+REALDATA_THREADS = 1
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -62,6 +62,8 @@ class WandbTracker(Tracker):
         import wandb
 
         folder = Path(self.experiment)  # the run store: its runs' W&B folders live in it
+        # a plain str for wandb's Literal mode type, whether or not wandb is installed
+        mode: dict[str, Any] = {"mode": wandb_mode()}
         run = wandb.init(
             project=self.target,
             group=self.experiment[-128:],
@@ -71,7 +73,7 @@ class WandbTracker(Tracker):
             config=params,
             tags=[f"{k}={v}" for k, v in tags.items() if k != "run_id"][:64],
             dir=str(folder),
-            mode=wandb_mode(),  # type: ignore[arg-type]
+            **mode,
             reinit="create_new",
             settings=wandb.Settings(init_timeout=INIT_TIMEOUT_S, silent=True),
         )
