@@ -298,18 +298,23 @@ def _check(args: argparse.Namespace) -> None:
         )
 
 
+def _measurement_place(args: argparse.Namespace, what: str) -> DataPlace:
+    """The data place of an overhead measurement of ``--runs`` runs, announced as ``what``."""
+    if args.runs < 1:
+        raise ConfigError("--runs must be at least 1")
+    place = DataPlace(paths.raw_root(args.raw_root), paths.data_root(args.data_root))
+    print(f"bench perf: {what}", file=sys.stderr)
+    return place
+
+
 def cmd_launcher_overhead(args: argparse.Namespace) -> int:
     """``--launcher-overhead``: warm and cold workers' cost per run (``debias_bench.overhead``)."""
     from debias_bench.overhead import launcher_overhead
 
-    if args.runs < 1:
-        raise ConfigError("--runs must be at least 1")
-    place = DataPlace(paths.raw_root(args.raw_root), paths.data_root(args.data_root))
-    print(
-        f"bench perf: {args.runs} tiny Colored MNIST runs through the local launcher "
-        "(1 worker), warm then cold workers",
-        file=sys.stderr,
-    )
+    place = _measurement_place(
+        args, f"{args.runs} tiny Colored MNIST runs through the local launcher (1 worker), "
+        "warm then cold workers",
+    )  # fmt: skip
     results = launcher_overhead(args.runs, place)
     for result in results:
         print(result.line())
@@ -320,14 +325,10 @@ def cmd_track_overhead(args: argparse.Namespace) -> int:
     """``--track-overhead``: the throughput a tracker costs (``debias_bench.tracking.cost``)."""
     from debias_bench.tracking.cost import RUN, track_overhead
 
-    if args.runs < 1:
-        raise ConfigError("--runs must be at least 1")
-    place = DataPlace(paths.raw_root(args.raw_root), paths.data_root(args.data_root))
-    print(
-        f"bench perf: {args.runs} pairs of Colored MNIST runs ({RUN['steps']} steps, an "
-        f"evaluation every {RUN['eval_every']}), without and with --track {args.track_overhead}",
-        file=sys.stderr,
-    )
+    place = _measurement_place(
+        args, f"{args.runs} pairs of Colored MNIST runs ({RUN['steps']} steps, an evaluation "
+        f"every {RUN['eval_every']}), without and with --track {args.track_overhead}",
+    )  # fmt: skip
     result = track_overhead(args.runs, place, args.track_overhead)
     print(result.line())
     return 1 if result.failed else 0

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import torch
 
+from debias_bench.config import RunConfig
 from debias_bench.engine import DataPlace, load_data
 from debias_bench.grid import Grid, expand
 from debias_bench.states import RunState
@@ -60,20 +61,16 @@ class TrackCost:
         return text + (f"; {self.failed} FAILED" if self.failed else "")
 
 
+def _configs() -> list[RunConfig]:
+    """The one run every measurement repeats (Vanilla, ci preset, :data:`RUN`)."""
+    grid = Grid(["vanilla"], ["cmnist"], [5.0], [0], "clean", "ci", overrides=dict(RUN))
+    return expand(grid)[0]
+
+
 def _timed_run(out: Path, track: list[str], place: DataPlace) -> tuple[float, float] | None:
     """One run into the fresh store ``out``: its wall seconds and the seconds inside its
     trackers' calls (``spent_s`` of its ``tracking.json``); None when it did not finish."""
-    configs, _ = expand(
-        Grid(
-            methods=["vanilla"],
-            datasets=["cmnist"],
-            ratios=[5.0],
-            seeds=[0],
-            protocol="clean",
-            preset="ci",
-            overrides=dict(RUN),
-        )
-    )
+    configs = _configs()
     store = RunStore(out)
     specs = parse_specs(track, store.root)
     plan(store, configs)
@@ -90,8 +87,8 @@ def _timed_run(out: Path, track: list[str], place: DataPlace) -> tuple[float, fl
 def track_overhead(pairs: int, place: DataPlace, target: str = "mlflow") -> TrackCost:
     """``pairs`` untracked/tracked run pairs, each run in a fresh store (the data prepared
     first, so neither pays for building it)."""
-    configs, _ = expand(Grid(["vanilla"], ["cmnist"], [5.0], [0], "clean", "ci"))
-    load_data(configs[0], place)
+    parse_specs([target], Path(tempfile.gettempdir()))  # an unknown or missing tracker: exit 2
+    load_data(_configs()[0], place)
     result = TrackCost(target)
     with tempfile.TemporaryDirectory(prefix="bench-track-cost-") as tmp:
         _timed_run(Path(tmp) / "warm-up", [target], place)  # first-run costs: neither pays
