@@ -292,3 +292,11 @@ def test_track_cost_is_the_median_paired_throughput_ratio():
     cost.inside = [(0.2, 10.0), (0.3, 12.0), (0.1, 9.0)]
     assert cost.cost == pytest.approx(0.01)  # ratios 0.99, 0.8, 0.99: the median is 0.99
     assert "cost +1.00 %" in cost.line() and "0.20 s of a 10.0 s run (2.00 %)" in cost.line()
+
+
+def test_an_unknown_tracker_names_the_valid_ones_and_bench_list_shows_them(in_process):
+    code, _, err = in_process("perf", "--track-overhead", "nope", "--runs", "1")
+    assert code == 2 and "valid names: mlflow, tensorboard, wandb" in err
+    assert "bench list trackers" in err
+    code, out, _ = in_process("list", "trackers")
+    assert code == 0 and 'pip install -e ".[track]"' in out and "wandb" in out

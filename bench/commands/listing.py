@@ -1,4 +1,4 @@
-"""`bench list`: registered methods, datasets and presets with their metadata."""
+"""`bench list`: registered methods, datasets, presets and trackers with their metadata."""
 
 from __future__ import annotations
 
@@ -63,6 +63,11 @@ def cmd_list(args: argparse.Namespace) -> int:
                 tablefmt="github",
             )
         )
+    elif args.what == "trackers":
+        from debias_bench.tracking import TRACKERS
+
+        rows = [[e.name, e.display_name, f'pip install -e ".[{e.obj.extra}]"'] for e in TRACKERS]
+        print(tabulate(rows, headers=["name", "--track", "install"], tablefmt="github"))
     else:
         for name, values in PRESETS.items():
             print(f"{name:8s} {values or '(method defaults: the official configurations)'}")
@@ -70,6 +75,6 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def add(sub: argparse._SubParsersAction) -> None:
-    lst = sub.add_parser("list", help="registered methods, datasets or presets")
-    lst.add_argument("what", choices=["methods", "datasets", "presets"])
+    lst = sub.add_parser("list", help="registered methods, datasets, presets or trackers")
+    lst.add_argument("what", choices=["methods", "datasets", "presets", "trackers"])
     lst.set_defaults(func=cmd_list)
