@@ -1,58 +1,96 @@
-"""Base class of a dataset family and the on-disk store of prepared splits.
+"""Base class of a dataset family: what a registered dataset declares, builds, loads and checks.
 
-Prepared splits use the LfF npy layout, one folder per split::
+A family builds its prepared splits into the npy store of ``debias_bench.split_store`` and
+replaces them atomically, in one place (``DatasetFamily.build_into``: ``seal_dataset`` then
+``replace_dir`` of ``debias_bench.folder_swap``), under the build lock. "Prepared" means every
+file the manifest lists is there with its recorded size (``integrity.completeness_problems``):
+a ``bench data prepare`` rebuilds a dataset that misses a file, and a run refuses it with an
+error naming the file and the command that repairs it (a run never rebuilds data that was
+damaged). A half-finished swap left by a kill is put back by ``settle`` before a build and
+before a run reads.
 
-    <split>/images.npy   uint8  N x H x W x C
-    <split>/attrs.npy    int64  N x 2   ([label, bias])
-
-plus a ``manifest.json`` per prepared dataset with its build parameters and the SHA-256 and size
-of every file: ``load`` checks the files a run reads against it (``debias_bench.integrity``) and
-``verify`` checks everything, counts included.
-
-Prepared data is replaced atomically, in one place (``DatasetFamily.build_into``:
-``seal_dataset`` then ``replace_dir``): build into ``<name>.building`` beside the live folder,
-write the manifest last (it is the completion marker), check the new folder, rename the live
-folder aside to ``<name>.old-<pid>``, rename the new one into place, delete the old one. A kill
-at any point leaves either a complete folder under the live name or the live name missing beside
-a complete sibling; ``settle`` (run by ``prepare`` and before a run reads, under the build lock)
-puts that sibling back and removes leftovers, saying so in one line. "Prepared" means every file
-the manifest lists is there with its recorded size (``integrity.completeness_problems``): a
-``bench data prepare`` rebuilds a dataset that misses a file, and a run refuses it with an error
-naming the file and the command that repairs it (a run never rebuilds data that was damaged).
+What a dataset knows for the engine (its presets' values, its training-set sizes, what its
+validation split is) is declared on its class too (``presets``, ``train_sizes``,
+``valid_split``); ``debias_bench.dataset_facts`` resolves each with the dataset's recipe.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import fcntl
-import hashlib
-import json
-import os
 import shutil
 import sys
-import threading
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-import numpy as np
-import torch
-
-from debias_bench.data import DatasetSpec, Split, Splits
+from debias_bench.data import DatasetSpec, Splits
 from debias_bench.data_options import DataOption, check_options, declared_options
 from debias_bench.download import Download
 from debias_bench.errors import BenchError, ConfigError, CorruptDataError, DataNotFoundError
+from debias_bench.folder_swap import (
+    BUILDING,
+    IMPORTING,
+    OLD_MARK,
+    build_lock,
+    leftovers,
+    replace_dir,
+    settle,
+)
 from debias_bench.integrity import (
     MANIFEST,
-    VERIFIED_CACHE,
     check_files,
     completeness_problems,
     fingerprint_of,
     manifest_digests,
-    sha256,
 )
+from debias_bench.split_store import (
+    SPLIT_FILES,
+    describe_dataset,
+    describe_split,
+    load_split,
+    publish_dataset,
+    ratio_dirname,
+    save_split,
+    seal_dataset,
+    split_digest,
+    verify_dataset,
+    verify_manifest,
+)
+
+__all__ = [  # the store's helpers, re-exported: families import them from here
+    "BUILDING",
+    "IMPORTING",
+    "OLD_MARK",
+    "SPLIT_FILES",
+    "DataOption",
+    "DatasetFamily",
+    "PresetValues",
+    "build_lock",
+    "describe_dataset",
+    "describe_split",
+    "leftovers",
+    "load_split",
+    "publish_dataset",
+    "ratio_dirname",
+    "replace_dir",
+    "save_split",
+    "seal_dataset",
+    "settle",
+    "verify_dataset",
+    "verify_manifest",
+]
+
+
+@dataclass(frozen=True)
+class PresetValues:
+    """What a preset (``--preset ci``) sets for one dataset beyond the engine-wide values of
+    ``config.PRESETS``: hyperparameter values, and the build options of the small data it runs
+    on (``--data-option`` wins over those)."""
+
+    hparams: Mapping[str, Any] = field(default_factory=dict)
+    data_options: Mapping[str, Any] = field(default_factory=dict)
 
 
 class DatasetFamily(ABC):
@@ -264,7 +302,7 @@ class DatasetFamily(ABC):
         except NotImplementedError:
             ratios = [ratio] if ratio is not None else list(self.spec.ratios)
             return fingerprint_of(
-                {f"{r:g}/{s.name}": _split_digest(s) for r in ratios for s in self.load(r)}
+                {f"{r:g}/{s.name}": split_digest(s) for r in ratios for s in self.load(r)}
             )
 
     def remote(self) -> Download | None:
@@ -355,332 +393,9 @@ class DatasetFamily(ABC):
         return ratio
 
 
-SPLIT_FILES = ("images.npy", "attrs.npy")
-
-
-def _split_digest(split: Split) -> str:
-    """SHA-256 of a split's images, labels and biases (families without a manifest)."""
-    digest = hashlib.sha256()
-    images = split.images.numpy() if isinstance(split.images, torch.Tensor) else split.images
-    for start in range(0, len(images), 4096):
-        digest.update(np.ascontiguousarray(images[start : start + 4096]).tobytes())
-    digest.update(split.labels.numpy().tobytes())
-    digest.update(split.biases.numpy().tobytes())
-    return digest.hexdigest()
-
-
-_HELD = threading.local()  # the build locks this thread holds (``build_lock`` nests)
-
-
-@contextlib.contextmanager
-def build_lock(family: DatasetFamily) -> Iterator[None]:
-    """One process at a time prepares (and first reads) a family in a data root: the workers
-    of a sweep (or Slurm jobs sharing the data root) that start on an unbuilt dataset wait for
-    the first one's build instead of writing the same staging folder at once. A thread that
-    holds the lock may take it again (``prepare`` inside a caller's lock)."""
-    folder = family.data_root / family.spec.name
-    key = os.path.abspath(folder)
-    held: set[str] = _HELD.__dict__.setdefault("paths", set())
-    if key in held:
-        yield
-        return
-    folder.mkdir(parents=True, exist_ok=True)
-    fd = os.open(folder / ".build.lock", os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            print(f"waiting for another process preparing {family.spec.name}...", file=sys.stderr)
-            fcntl.flock(fd, fcntl.LOCK_EX)
-        except OSError:  # no lock support (some network file systems): go on unlocked
-            pass
-        held.add(key)
-        yield
-    finally:
-        held.discard(key)
-        os.close(fd)  # releases the lock
-
-
-#: suffixes of a build's staging folder beside the live one (``<name>.building``, imports)
-BUILDING, IMPORTING = ".building", ".importing"
-#: a live folder renamed aside during a swap: ``<name>.old-<pid>``
-OLD_MARK = ".old-"
-
-
-def leftovers(folder: Path) -> list[Path]:
-    """Folders beside ``folder`` left by a build or swap that did not finish: its staging
-    (``<name>.building`` / ``<name>.importing``) and old copies set aside (``<name>.old-*``)."""
-    try:
-        siblings = list(folder.parent.iterdir())
-    except OSError:
-        return []
-    staging = {folder.name + BUILDING, folder.name + IMPORTING}
-    return sorted(
-        p
-        for p in siblings
-        if (p.name in staging or p.name.startswith(folder.name + OLD_MARK)) and p.is_dir()
-    )
-
-
-def _set_aside(target: Path) -> Path:
-    """Swap step 1: rename the live folder to ``<name>.old-<pid>``."""
-    old = target.with_name(f"{target.name}{OLD_MARK}{os.getpid()}")
-    if old.exists():  # left by an earlier process with this pid
-        shutil.rmtree(old)
-    os.rename(target, old)
-    return old
-
-
-def _put_in_place(new: Path, target: Path) -> None:
-    """Swap step 2: rename the new folder to the live name (free after step 1)."""
-    os.rename(new, target)
-    _sync_dir(target.parent)
-
-
-def _discard(old: Path) -> None:
-    """Swap step 3: delete the old folder."""
-    if old.exists():
-        shutil.rmtree(old)
-
-
-def _sync_dir(folder: Path) -> None:
-    """Make the renames in ``folder`` durable (where the file system allows it)."""
-    with contextlib.suppress(OSError):
-        fd = os.open(folder, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-
-def replace_dir(staging: Path, target: Path) -> None:
-    """Put the finished folder ``staging`` (a sibling of ``target``) at ``target``: rename the
-    live folder aside, rename the new one into place, delete the old one. Killed at any
-    point, it leaves a complete folder under the live name, or the live name missing beside
-    complete siblings (which ``settle`` puts back); never a live folder with files missing."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    old = _set_aside(target) if target.exists() else None
-    _put_in_place(staging, target)
-    if old is not None:
-        _discard(old)
-
-
-def settle(folder: Path) -> list[str]:
-    """Finish or undo a build or swap at ``folder`` that a kill interrupted (call it under the
-    build lock, so no live build's staging is touched); returns the one line saying what it
-    did (empty: nothing was left).
-
-    * live folder complete: the leftovers beside it are removed (an unfinished staging, a
-      finished one whose swap never began, or the old copy whose deletion was cut short);
-    * live folder missing or incomplete: the complete leftover is renamed into place (a
-      finished staging first, else the old copy), the rest removed; with none complete, the
-      leftovers are removed and the caller rebuilds."""
-    stale = leftovers(folder)
-    if not stale:
-        return []
-    recovered = None
-    if completeness_problems(folder):
-        ranked = sorted(stale, key=lambda p: (OLD_MARK in p.name, -p.stat().st_mtime))
-        recovered = next((p for p in ranked if not completeness_problems(p)), None)
-        if recovered is not None:
-            if folder.exists():
-                stale.append(_set_aside(folder))
-            _put_in_place(recovered, folder)
-            stale.remove(recovered)
-    stale = [p for p in dict.fromkeys(stale) if p.exists()]
-    for path in stale:
-        _discard(path)
-    removed = ", ".join(p.name for p in stale)
-    if recovered is not None:
-        tail = f" (removed {removed})" if removed else ""
-        return [
-            f"note: {folder} was left half-swapped by an interrupted build; "
-            f"recovered the complete copy {recovered.name}{tail}"
-        ]
-    return [f"note: removed what an interrupted build left beside {folder}: {removed}"]
-
-
 def _rebuild_note(folder: Path, problems: list[str]) -> str:
     """The one line ``build_into`` prints before it rebuilds a folder that is there."""
     if not (folder / MANIFEST).is_file():
         return f"note: {folder} has no manifest.json; rebuilding it"
     more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
     return f"note: {folder} is incomplete: {problems[0]}{more}; rebuilding it"
-
-
-def ratio_dirname(ratio: float) -> str:
-    """1.0 -> '1pct', 0.5 -> '0.5pct' (the DisEnt / BiasEnsemble folder names)."""
-    return f"{ratio:g}pct"
-
-
-def save_split(folder: Path, split: Split) -> None:
-    folder.mkdir(parents=True, exist_ok=True)
-    images = split.images.numpy() if isinstance(split.images, torch.Tensor) else split.images
-    np.save(folder / "images.npy", np.ascontiguousarray(images, dtype=np.uint8))
-    attrs = torch.stack([split.labels, split.biases], dim=1).numpy().astype(np.int64)
-    np.save(folder / "attrs.npy", attrs)
-
-
-def load_split(folder: Path, name: str, mmap: bool = False) -> Split:
-    """Read one split; ``mmap`` keeps the images on disk (for the 224-px sets)."""
-    paths = [folder / "images.npy", folder / "attrs.npy"]
-    for path in paths:
-        if not path.is_file():
-            raise CorruptDataError(
-                f"prepared split is incomplete: {path} is missing",
-                hint="delete the folder and run `bench data prepare` again",
-            )
-    try:
-        images = np.load(paths[0], mmap_mode="r" if mmap else None)
-        attrs = np.load(paths[1])
-    except (ValueError, OSError, EOFError) as exc:
-        raise CorruptDataError(
-            f"cannot read {paths[0].parent}: {exc}",
-            hint="delete the folder and run `bench data prepare` again",
-        ) from exc
-    if images.dtype != np.uint8 or images.ndim != 4 or attrs.ndim != 2 or attrs.shape[1] < 2:
-        raise CorruptDataError(
-            f"{folder}: expected uint8 images N x H x W x C and attrs N x 2, got "
-            f"{images.dtype} {images.shape} and {attrs.shape}"
-        )
-    return Split(
-        images=images if mmap else torch.from_numpy(images),
-        labels=torch.from_numpy(attrs[:, 0].astype(np.int64)),
-        biases=torch.from_numpy(attrs[:, 1].astype(np.int64)),
-        name=name,
-    )
-
-
-def publish_dataset(
-    staging: Path,
-    target: Path,
-    params: dict[str, Any],
-    shape: tuple[int, int] | None = None,
-) -> None:
-    """Write the manifest (parameters, checksums, sizes) last, check the new folder, and swap
-    it in for ``target`` (``replace_dir``: the old data stays whole until the new is in place).
-
-    The manifest also records every split's size, image shape and class x bias counts
-    (``shape`` = (num_classes, num_biases), inferred from the labels when not given), which
-    ``verify_dataset`` checks."""
-    seal_dataset(staging, params, shape)
-    replace_dir(staging, target)
-
-
-def seal_dataset(
-    staging: Path, params: dict[str, Any], shape: tuple[int, int] | None = None
-) -> None:
-    """Write the manifest of the finished build in ``staging`` (last: it marks the build
-    complete) and check the folder against it. Reading every split for its counts is the
-    check of the arrays (readable, labels and biases in range); then every listed file must be
-    there with its size. CorruptDataError when not, before any swap begins."""
-    skip = {staging / MANIFEST, staging / VERIFIED_CACHE}
-    files = sorted(p for p in staging.rglob("*") if p.is_file() and p not in skip)
-    rels = {p.relative_to(staging).as_posix(): p for p in files}
-    manifest: dict[str, Any] = {
-        "params": params,
-        "files": {rel: sha256(p) for rel, p in rels.items()},
-        "sizes": {rel: p.stat().st_size for rel, p in rels.items()},
-    }
-    if shape is None:
-        shape = infer_shape(staging)
-    if shape is not None:
-        manifest["shape"] = list(shape)
-        manifest["splits"] = describe_dataset(staging, *shape)
-    _write_manifest(staging, manifest)
-    problems = completeness_problems(staging)
-    if problems:
-        raise CorruptDataError(
-            f"the new build in {staging} failed its check: {problems[0]}",
-            hint="the data in use was left as it was; build again",
-        )
-
-
-def _write_manifest(folder: Path, manifest: dict[str, Any]) -> None:
-    """Write ``manifest.json`` whole or not at all (temporary name, fsync, rename)."""
-    tmp = folder / f"{MANIFEST}.tmp"
-    with open(tmp, "w") as handle:
-        handle.write(json.dumps(manifest, indent=2, sort_keys=True))
-        handle.flush()
-        with contextlib.suppress(OSError):
-            os.fsync(handle.fileno())
-    os.replace(tmp, folder / MANIFEST)
-
-
-def verify_manifest(folder: Path) -> list[str]:
-    """Problems found when re-hashing a prepared dataset (empty list: all good)."""
-    manifest_path = folder / "manifest.json"
-    if not manifest_path.is_file():
-        return [f"{manifest_path} is missing"]
-    manifest = json.loads(manifest_path.read_text())
-    problems = []
-    for rel, digest in manifest["files"].items():
-        path = folder / rel
-        if not path.is_file():
-            problems.append(f"{path} is missing")
-        elif sha256(path) != digest:
-            problems.append(f"{path} does not match its checksum")
-    return problems
-
-
-def split_folders(folder: Path) -> list[Path]:
-    """Every prepared split under a dataset folder (each holds ``images.npy``)."""
-    return sorted(p.parent for p in folder.rglob("images.npy"))
-
-
-def describe_split(folder: Path, num_classes: int, num_biases: int) -> dict[str, Any]:
-    """Sample count, image shape and the class x bias count matrix of one prepared split."""
-    images = np.load(folder / "images.npy", mmap_mode="r")
-    attrs = np.load(folder / "attrs.npy")
-    labels, biases = attrs[:, 0].astype(np.int64), attrs[:, 1].astype(np.int64)
-    if len(labels) and (labels.max() >= num_classes or biases.max() >= num_biases):
-        raise CorruptDataError(f"{folder}: label or bias outside the dataset's range")
-    counts = np.bincount(labels * num_biases + biases, minlength=num_classes * num_biases)
-    return {
-        "n": len(labels),
-        "image_shape": list(images.shape[1:]),
-        "counts": counts.reshape(num_classes, num_biases).tolist(),
-    }
-
-
-def describe_dataset(folder: Path, num_classes: int, num_biases: int) -> dict[str, Any]:
-    """``describe_split`` for every split, keyed by its path relative to ``folder``."""
-    return {
-        str(p.relative_to(folder)): describe_split(p, num_classes, num_biases)
-        for p in split_folders(folder)
-    }
-
-
-def verify_dataset(folder: Path, num_classes: int, num_biases: int) -> list[str]:
-    """Checksums (``verify_manifest``) plus counts and image sizes against the manifest."""
-    problems = verify_manifest(folder)
-    manifest_path = folder / "manifest.json"
-    if not manifest_path.is_file():
-        return problems
-    manifest = json.loads(manifest_path.read_text())
-    expected = manifest.get("splits")
-    if expected is None:
-        return problems
-    num_classes, num_biases = manifest.get("shape", (num_classes, num_biases))
-    for rel, want in expected.items():
-        if not all((folder / rel / name).is_file() for name in SPLIT_FILES):
-            continue  # already reported as missing
-        try:
-            got = describe_split(folder / rel, num_classes, num_biases)
-        except (ValueError, OSError, EOFError) as exc:
-            problems.append(f"{folder / rel}: cannot read ({exc})")
-            continue
-        for key in ("n", "image_shape", "counts"):
-            if got[key] != want[key]:
-                problems.append(f"{folder / rel}: {key} is {got[key]}, manifest says {want[key]}")
-    return problems
-
-
-def infer_shape(folder: Path) -> tuple[int, int] | None:
-    """(num_classes, num_biases) as 1 + the largest label and bias in any split."""
-    most = [-1, -1]
-    for split in split_folders(folder):
-        attrs = np.load(split / "attrs.npy")
-        if len(attrs):
-            most = [max(most[0], int(attrs[:, 0].max())), max(most[1], int(attrs[:, 1].max()))]
-    return None if most[0] < 0 else (most[0] + 1, most[1] + 1)

@@ -19,7 +19,7 @@ import sys
 
 import pytest
 
-from debias_bench import family as family_mod
+from debias_bench import folder_swap, split_store
 from debias_bench.cli import main
 from debias_bench.datasets.cmnist import ColoredMNIST
 from debias_bench.errors import CorruptDataError
@@ -62,7 +62,7 @@ def _assert_whole(built, fingerprint: str) -> None:
 
 
 def _kill_in(monkeypatch, name: str, partial: bool = False) -> None:
-    """Make the swap step ``name`` of ``debias_bench.family`` a kill (``partial``: the step
+    """Make the build step ``name`` (``debias_bench.split_store`` or ``folder_swap``) a kill (``partial``: the step
     removes one file of the old copy first, as an ``rmtree`` cut short)."""
 
     def killed(path, *args):
@@ -70,7 +70,8 @@ def _kill_in(monkeypatch, name: str, partial: bool = False) -> None:
             next(p for p in path.rglob("*.npy")).unlink()
         raise Killed(name)
 
-    monkeypatch.setattr(family_mod, name, killed)
+    module = split_store if hasattr(split_store, name) else folder_swap
+    monkeypatch.setattr(module, name, killed)
 
 
 # (step killed, what the kill leaves, what the plain prepare after it says)
@@ -226,13 +227,13 @@ def test_the_new_copy_is_checked_before_the_old_one_is_touched(built, monkeypatc
     """A build whose manifest does not match its files is never swapped in."""
     family = _family(built)
     before = family.fingerprint()
-    real = family_mod._write_manifest
+    real = split_store._write_manifest
 
     def wrong_sizes(folder, manifest):
         manifest["sizes"] = {rel: size + 1 for rel, size in manifest["sizes"].items()}
         real(folder, manifest)
 
-    monkeypatch.setattr(family_mod, "_write_manifest", wrong_sizes)
+    monkeypatch.setattr(split_store, "_write_manifest", wrong_sizes)
     with pytest.raises(CorruptDataError, match="failed its check"):
         family.prepare(force=True)
     monkeypatch.undo()
