@@ -9,9 +9,11 @@ METHOD DATASET`` prints every value with its layer):
 3. the method's YAML: ``defaults``, then ``datasets.<dataset>`` (or, for a dataset registered
    with ``recipe="cmnist"`` and no entry of its own, ``datasets.cmnist``), then its
    ``ratios.<ratio>``, then ``protocols.<protocol>``;
-4. the preset (``PRESETS``), then the method's own adjustments to it: ``presets.<preset>`` and
-   ``datasets.<dataset>.presets.<preset>`` in its YAML (e.g. DisEnt's swap start, which is a
-   step count, scaled to a short run);
+4. the preset: its engine-wide values (``PRESETS``), then what the dataset's family declares
+   for it (``DatasetFamily.presets``: its recipe's values, then its own; see
+   ``debias_bench.dataset_facts``), then the method's own adjustments to it:
+   ``presets.<preset>`` and ``datasets.<dataset>.presets.<preset>`` in its YAML (e.g. DisEnt's
+   swap start, which is a step count, scaled to a short run);
 5. ``--epochs``;
 6. tuned values (``bench run --hparams tuned.yaml``);
 7. ``--set key=value`` overrides.
@@ -38,6 +40,8 @@ from typing import Any
 
 import yaml
 
+from debias_bench.dataset_facts import dataset_recipe, preset_hparams
+from debias_bench.dataset_facts import preset_data_options as preset_data_options  # re-export
 from debias_bench.errors import ConfigError, UnknownNameError
 from debias_bench.hparams import ENGINE_HPARAMS, REQUIRED, SPEED_KEYS, HParam, declared, unknown_key
 from debias_bench.registry import DATASETS, METHODS
@@ -51,61 +55,27 @@ PROTOCOLS: dict[str, dict[str, Any]] = {
     "clean": {"input_div255": False},
 }
 
-#: Overrides applied by ``--preset``.
+#: The engine-wide values of each ``--preset``; a dataset adds its own on its family class
+#: (``DatasetFamily.presets``, resolved with its recipe by ``dataset_facts.preset_hparams``).
 PRESETS: dict[str, dict[str, Any]] = {
     # the methods' own configurations (paper appendix B / official repositories)
     "paper": {},
     # a real but short comparison: about a minute per Colored MNIST run on a laptop CPU
     "quick": {"epochs": 30, "eval_every_epochs": 3},
     # plumbing check: a few steps on every dataset, small evaluation subsets, nothing to
-    # download (BAR's ImageNet-pretrained ResNet-18 is replaced by a scratch one)
-    "smoke": {
-        "steps": 20,
-        "eval_every": 10,
-        "eval_limit": 500,
-        "eval_batch_size": 256,
-        "datasets": {"bar": {"backbone": "resnet18"}},
-    },
-    # regression checks in CI (`bench regress`): a small fixed subset of every dataset, a short
-    # schedule, one thread per run (identical numbers on any core count), a few seconds per run
-    # on one CPU core: the image sets are read at 16 px by the paper's ResNet-20
+    # download (a dataset replaces what would need one, e.g. BAR's pretrained ResNet-18)
+    "smoke": {"steps": 20, "eval_every": 10, "eval_limit": 500, "eval_batch_size": 256},
+    # regression checks in CI (`bench regress`): a small fixed subset of every dataset (each
+    # declares its own), a short schedule, one thread per run (identical numbers on any core
+    # count), a few seconds per run on one CPU core
     "ci": {
         "steps": 60,
         "eval_every": 30,
         "eval_limit": 1000,
         "eval_batch_size": 500,
         "num_threads": 1,
-        "datasets": {
-            "cmnist": {"train_limit": 6000, "batch_size": 256, "steps": 240, "eval_every": 120},
-            **{
-                name: {"backbone": "resnet20", "batch_size": 32, "image_size": 16}
-                for name in ("cifar10c", "dogs_and_cats", "bar")
-            },
-            # read-only published folder (no small build): a seeded subset of the train split
-            "bffhq": {
-                "backbone": "resnet20",
-                "batch_size": 32,
-                "image_size": 16,
-                "train_limit": 1000,
-            },
-        },
     },
 }
-
-#: Dataset build options a preset brings (``--data-option`` wins): the ``ci`` preset builds
-#: small fixed subsets instead of reading a full build (fast to prepare on a CI machine).
-PRESET_DATA_OPTIONS: dict[str, dict[str, dict[str, Any]]] = {
-    "ci": {
-        "cifar10c": {"limit": 100, "valid_size": 200},
-        "dogs_and_cats": {"limit_per_group": 150},
-        "bar": {"limit_per_class": 60},
-    },
-}
-
-
-def preset_data_options(preset: str, dataset: str) -> dict[str, Any]:
-    """The build options ``preset`` sets for ``dataset`` (empty for most)."""
-    return dict(PRESET_DATA_OPTIONS.get(preset, {}).get(dataset, {}))
 
 
 def _check(name: str, table: dict[str, Any], kind: str) -> dict[str, Any]:
@@ -171,18 +141,6 @@ def _by_ratio(table: dict[Any, Any], ratio: float | None) -> dict[str, Any]:
     if ratio is None:
         return {}
     return next((v or {} for k, v in table.items() if float(k) == float(ratio)), {})
-
-
-def dataset_recipe(dataset: str) -> str | None:
-    """The registered dataset whose method settings ``dataset`` follows (``recipe=`` at
-    registration), or None."""
-    recipe = DATASETS.entry(dataset).meta.get("recipe")
-    if recipe is not None and recipe not in DATASETS:
-        raise ConfigError(
-            f"dataset {dataset!r} declares recipe={recipe!r}, which is not a registered dataset",
-            hint=f"registered: {', '.join(DATASETS.names())}",
-        )
-    return recipe
 
 
 def method_hparams(method: str) -> dict[str, HParam]:
@@ -254,7 +212,7 @@ def resolve_layers(
     dataset_presets = per_dataset.pop("presets", None) or {}
     via = f" (recipe of {dataset})" if own and own != dataset else ""
     preset_values = dict(_check(preset, PRESETS, "preset"))
-    preset_values.update((preset_values.pop("datasets", None) or {}).get(dataset) or {})
+    dataset_preset = preset_hparams(preset, dataset)
 
     values: dict[str, Any] = {}
     sources: dict[str, str] = {}
@@ -275,9 +233,12 @@ def resolve_layers(
     if ratio is not None:
         layer(f"{method}.yaml datasets.{own}.ratios.{ratio:g}{via}", _by_ratio(per_ratio, ratio))
     layer(f"{method}.yaml protocols.{protocol}", (doc.get("protocols") or {}).get(protocol))
-    if "epochs" in preset_values and values.get("steps") is not None:
-        preset_values.setdefault("steps", None)  # a preset length replaces a YAML step count
+    preset_keys = set(preset_values).union(*(values for _, values in dataset_preset))
+    if "epochs" in preset_keys and "steps" not in preset_keys and values.get("steps") is not None:
+        preset_values["steps"] = None  # a preset length replaces a YAML step count
     layer(f"preset {preset}", preset_values)
+    for source, dataset_values in dataset_preset:
+        layer(f"preset {preset} ({source})", dataset_values)
     layer(f"{method}.yaml presets.{preset}", (doc.get("presets") or {}).get(preset))
     layer(f"{method}.yaml datasets.{own}.presets.{preset}{via}", dataset_presets.get(preset))
     if epochs is not None:

@@ -70,6 +70,7 @@ __all__ = [  # the store's helpers, re-exported: families import them from here
     "build_lock",
     "describe_dataset",
     "describe_split",
+    "fixture_root",
     "leftovers",
     "load_split",
     "publish_dataset",
@@ -81,6 +82,11 @@ __all__ = [  # the store's helpers, re-exported: families import them from here
     "verify_dataset",
     "verify_manifest",
 ]
+
+
+def fixture_root(data_root: Path) -> Path:
+    """Where ``bench data fixture NAME`` writes a stand-in of the raw sources by default."""
+    return data_root / "fixtures"
 
 
 @dataclass(frozen=True)
@@ -107,6 +113,18 @@ class DatasetFamily(ABC):
     build_version: ClassVar[str] = "1"
     #: splits stay on disk as memory maps (the 224-px sets) instead of in memory
     memory_mapped: ClassVar[bool] = False
+
+    # What the engine reads about the dataset, declared here and resolved, with the dataset's
+    # recipe, by ``debias_bench.dataset_facts`` (the one place that reads these three).
+    #: per preset name, what the preset sets on this dataset (``PresetValues``)
+    presets: ClassVar[Mapping[str, PresetValues]] = {}
+    #: training-set size per ratio (%): ``bench perf`` projects the paper grid's time with it
+    train_sizes: ClassVar[Mapping[float, int]] = {}
+    #: one line saying what the ``valid`` split is (every tuned winner is chosen on it)
+    valid_split: ClassVar[str] = ""
+    #: ``prepare`` looks for a fixture at ``fixture_root(data_root) / NAME`` by itself when the
+    #: raw sources are absent (``bench data fixture NAME`` writes it there; no --raw-root)
+    reads_fixture_root: ClassVar[bool] = False
 
     @property
     def auto_download(self) -> bool:

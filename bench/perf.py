@@ -45,11 +45,11 @@ Timing
 Cost model (:func:`project`)
     A run of the paper configuration takes ``steps x ms/step``, where ``steps`` is the
     configuration's ``steps`` when set, else ``epochs x ceil(train size / batch size)`` with
-    the training-set sizes of :data:`TRAIN_SIZES`; the grid is the sum over datasets x methods
-    x ratios x seeds. Runs are independent and each uses one device, so N devices take
-    ``max(total / N, longest run)``. Not included: evaluation (every epoch in the paper
-    configurations), preparation stages (LfF+BE's committee: 5 x 1,000 steps plus scoring),
-    dataset builds and process start-up.
+    the training-set size the dataset declares (``DatasetFamily.train_sizes``, or its recipe's);
+    the grid is the sum over datasets x methods x ratios x seeds. Runs are independent and each
+    uses one device, so N devices take ``max(total / N, longest run)``. Not included:
+    evaluation (every epoch in the paper configurations), preparation stages (LfF+BE's
+    committee: 5 x 1,000 steps plus scoring), dataset builds and process start-up.
 """
 
 from __future__ import annotations
@@ -75,6 +75,7 @@ import torch.nn.functional as F
 
 from debias_bench.config import RunConfig, make_config, resolve_hparams
 from debias_bench.data import DatasetSpec, Split, Splits
+from debias_bench.dataset_facts import train_size
 from debias_bench.engine import DataPlace, Interrupted, Progress, pinned_threads, train_run
 from debias_bench.family import DatasetFamily
 from debias_bench.hparams import MAX_STEPS
@@ -100,21 +101,6 @@ SHORTEN: dict[str, Any] = {
     "committee_valid_every": 1,
     "committee_threshold": 0.0,
     "curr_step": 0,  # DisEnt: the feature swap (its steady state) from the first step
-}
-
-#: Training-set size per dataset and ratio (%), for the projection (the paper's data).
-TRAIN_SIZES: dict[str, dict[float, int]] = {
-    # MNIST's 60,000 training images minus the 6,000 held out as valid (datasets/cmnist.py)
-    "cmnist": dict.fromkeys((0.5, 1.0, 2.0, 5.0), 54_000),
-    # CIFAR-10's 50,000 training images minus the 5,000 held out as valid (datasets/cifar10c.py)
-    "cifar10c": dict.fromkeys((0.5, 1.0, 2.0, 5.0), 45_000),
-    # 19,104 aligned + 96 conflicting in DisEnt's 0.5pct release; the other ratios add
-    # round(19,104 r / (100 - r)) conflicting [derived: BiasEnsemble's counts not verified]
-    "bffhq": {0.5: 19_200, 1.0: 19_297, 2.0: 19_494, 5.0: 20_109},
-    # 10,047 aligned + 102 / 529 conflicting (datasets/dogs_and_cats.py)
-    "dogs_and_cats": {1.0: 10_149, 5.0: 10_576},
-    # the release's 1,941 training images + 20 / 103 conflicting (datasets/bar.py)
-    "bar": {1.0: 1_961, 5.0: 2_044},
 }
 
 
@@ -515,7 +501,7 @@ def run_steps(method: str, dataset: str, ratio: float, protocol: str = "official
     hp = resolve_hparams(method, dataset, protocol, "paper", ratio=ratio)
     if hp.get("steps"):
         return int(hp["steps"])
-    size = TRAIN_SIZES.get(dataset, {}).get(float(ratio))
+    size = train_size(dataset, ratio)
     if size is None:
         return None
     return int(hp["epochs"]) * math.ceil(size / int(hp["batch_size"]))

@@ -38,7 +38,8 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from debias_bench.config import dataset_recipe, method_hparams, method_yaml
+from debias_bench.config import method_hparams, method_yaml
+from debias_bench.dataset_facts import dataset_recipe, valid_split
 from debias_bench.errors import ConfigError
 from debias_bench.hparams import HParam
 
@@ -54,22 +55,10 @@ DIGITS = 4
 TUNED_FILE = "tuned.yaml"
 FORMAT_VERSION = 1
 
-#: What each dataset's ``valid`` split is (the split every winner is chosen on).
-VALID_SPLITS = {
-    "cmnist": "6,000 held-out MNIST training images, colour uniform within each class (unbiased)",
-    "cifar10c": "5,000 held-out CIFAR-10 training images, corruption uniform within each class "
-    "(unbiased)",
-    "bffhq": "the release's valid folder, as published",
-    "dogs_and_cats": "20 % of the held-out bias-conflicting images (conflicting only, disjoint "
-    "from test)",
-    "bar": "20 % of the held-out bias-conflicting release-test images (conflicting only, "
-    "disjoint from test)",
-}
-
 
 def valid_split_note(dataset: str) -> str:
-    """One line saying what ``dataset``'s validation split is."""
-    return VALID_SPLITS.get(dataset, "the dataset's own valid split")
+    """One line saying what ``dataset``'s validation split is (``DatasetFamily.valid_split``)."""
+    return valid_split(dataset) or "the dataset's own valid split"
 
 
 # ------------------------------------------------------------------------- search spaces

@@ -36,17 +36,19 @@ ImageNet-pretrained ResNet-18 by default.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from debias_bench.data import DatasetSpec
 from debias_bench.errors import CorruptDataError
-from debias_bench.family import DataOption, ratio_dirname
+from debias_bench.family import DataOption, PresetValues, ratio_dirname
 from debias_bench.registry import register_dataset
 
 from .cached import (
+    CI_16PX,
     CIFAR_MEAN,
     CIFAR_STD,
     VALID_FRACTION,
@@ -92,6 +94,17 @@ class BAR(CachedImageFamily):
     )
     build_version = "1"
     source_kinds = ("release", "biasensemble")
+    presets: ClassVar[Mapping[str, PresetValues]] = {
+        # the same network from scratch: nothing to download for a plumbing check
+        "smoke": PresetValues({"backbone": "resnet18"}),
+        "ci": PresetValues(CI_16PX, {"limit_per_class": 60}),
+    }
+    # the release's 1,941 training images + 20 / 103 conflicting
+    train_sizes: ClassVar[Mapping[float, int]] = {1.0: 1_961, 5.0: 2_044}
+    valid_split = (
+        "20 % of the held-out bias-conflicting release-test images (conflicting only, disjoint "
+        "from test)"
+    )
     source = source_option(
         "auto: bar.tar, else the BiasEnsemble bar/ folder; release: bar.tar; "
         "biasensemble: <raw root>/bar/ (BiasEnsemble's 1pct/5pct layout)"

@@ -23,8 +23,9 @@ looked at.
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 from PIL import Image
@@ -32,10 +33,10 @@ from PIL import Image
 from debias_bench.data import DatasetSpec
 from debias_bench.download import Download, DriveFile
 from debias_bench.errors import DataNotFoundError
-from debias_bench.family import ratio_dirname
+from debias_bench.family import PresetValues, fixture_root, ratio_dirname
 from debias_bench.registry import register_dataset
 
-from .cached import CIFAR_MEAN, CIFAR_STD, CachedImageFamily
+from .cached import CI_16PX, CIFAR_MEAN, CIFAR_STD, CachedImageFamily
 from .folder_layout import (
     read_records,
     require_dir,
@@ -86,6 +87,20 @@ class BiasedFFHQ(CachedImageFamily):
     )
     build_version = "1"
     source_kinds = ("release", "fixture")
+    reads_fixture_root = True
+    presets: ClassVar[Mapping[str, PresetValues]] = {
+        # a read-only published folder (no small build): a seeded subset of the train split
+        "ci": PresetValues({**CI_16PX, "train_limit": 1000}),
+    }
+    # 19,104 aligned + 96 conflicting in DisEnt's 0.5pct release; the other ratios add
+    # round(19,104 r / (100 - r)) conflicting [derived: BiasEnsemble's counts not verified]
+    train_sizes: ClassVar[Mapping[float, int]] = {
+        0.5: 19_200,
+        1.0: 19_297,
+        2.0: 19_494,
+        5.0: 20_109,
+    }
+    valid_split = "the release's valid folder, as published"
 
     def remote(self) -> Download:
         return REMOTE
@@ -96,7 +111,7 @@ class BiasedFFHQ(CachedImageFamily):
         return {}
 
     def candidates(self) -> list[Path]:
-        return [self.raw_root / "bffhq", self.data_root / "fixtures" / self.spec.name]
+        return [self.raw_root / "bffhq", fixture_root(self.data_root) / self.spec.name]
 
     def find_source(self) -> Path:
         for folder in self.candidates():

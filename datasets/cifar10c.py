@@ -25,9 +25,9 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -36,6 +36,7 @@ from debias_bench.data import DatasetSpec, Split
 from debias_bench.download import Download
 from debias_bench.family import (
     DataOption,
+    PresetValues,
     ratio_dirname,
     save_split,
 )
@@ -43,7 +44,7 @@ from debias_bench.progress import progress_bar
 from debias_bench.registry import register_dataset
 
 from . import cifar10_raw
-from .cached import CIFAR_MEAN, CIFAR_STD
+from .cached import CI_16PX, CIFAR_MEAN, CIFAR_STD
 from .corruptions import CORRUPTION_SETS, corrupt
 from .lff_npy import ImportableFamily
 from .parallel import parallel_chunks
@@ -132,6 +133,14 @@ class CorruptedCIFAR10(ImportableFamily):
         hflip=True,
     )
     build_version = "1"
+    presets: ClassVar[Mapping[str, PresetValues]] = {
+        "ci": PresetValues(CI_16PX, {"limit": 100, "valid_size": 200})
+    }
+    # CIFAR-10's 50,000 training images minus the 5,000 held out as valid
+    train_sizes: ClassVar[Mapping[float, int]] = dict.fromkeys(spec.ratios, 45_000)
+    valid_split = (
+        "5,000 held-out CIFAR-10 training images, corruption uniform within each class (unbiased)"
+    )
 
     corruptions = DataOption(
         str,

@@ -17,7 +17,7 @@ Everything depends only on ``data_seed`` (never on the training seed).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -26,7 +26,7 @@ import torch
 
 from debias_bench.data import DatasetSpec, Split
 from debias_bench.download import Download, RemoteFile
-from debias_bench.family import DataOption, ratio_dirname, save_split
+from debias_bench.family import DataOption, PresetValues, ratio_dirname, save_split
 from debias_bench.progress import progress_bar
 from debias_bench.registry import register_dataset
 
@@ -90,6 +90,10 @@ class ColourBiasedDigits(ImportableFamily):
 
     raw_source: ClassVar[IdxSource] = mnist_raw.MNIST
     build_version = "1"
+    valid_split = (
+        "training images held out as valid (option valid_size), colour uniform within each "
+        "class (unbiased)"
+    )
 
     severity = DataOption(
         int, 4, "colour noise level (LfF): std 0.05, 0.02, 0.01, 0.005, 0.002", choices=range(1, 6)
@@ -240,3 +244,14 @@ class ColoredMNIST(ColourBiasedDigits):
         bias_names=tuple(f"colour{b}" for b in range(10)),
     )
     raw_source = mnist_raw.MNIST
+    presets: ClassVar[Mapping[str, PresetValues]] = {
+        # a fixed subset of 6,000 training images and a longer schedule than the engine's
+        "ci": PresetValues(
+            {"train_limit": 6000, "batch_size": 256, "steps": 240, "eval_every": 120}
+        )
+    }
+    # MNIST's 60,000 training images minus the 6,000 held out as valid
+    train_sizes: ClassVar[Mapping[float, int]] = dict.fromkeys(spec.ratios, 54_000)
+    valid_split = (
+        "6,000 held-out MNIST training images, colour uniform within each class (unbiased)"
+    )

@@ -27,17 +27,19 @@ RandomCrop(224, padding=4) and flip, as BiasEnsemble's transforms.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from debias_bench.data import DatasetSpec
 from debias_bench.errors import CorruptDataError
-from debias_bench.family import DataOption, ratio_dirname
+from debias_bench.family import DataOption, PresetValues, ratio_dirname
 from debias_bench.registry import register_dataset
 
 from .cached import (
+    CI_16PX,
     CIFAR_MEAN,
     CIFAR_STD,
     VALID_FRACTION,
@@ -87,6 +89,14 @@ class DogsAndCats(CachedImageFamily):
     )
     build_version = "1"
     source_kinds = ("release", "biasensemble")
+    presets: ClassVar[Mapping[str, PresetValues]] = {
+        "ci": PresetValues(CI_16PX, {"limit_per_group": 150})
+    }
+    # 10,047 aligned + 102 / 529 conflicting
+    train_sizes: ClassVar[Mapping[float, int]] = {1.0: 10_149, 5.0: 10_576}
+    valid_split = (
+        "20 % of the held-out bias-conflicting images (conflicting only, disjoint from test)"
+    )
     source = source_option(
         f"auto: {TAR}, else the BiasEnsemble dogs_and_cats/ folder; release: {TAR}; "
         "biasensemble: <raw root>/dogs_and_cats/ (BiasEnsemble's 1pct/5pct layout)"

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from debias_bench.cli import main
-from debias_bench.config import PRESET_DATA_OPTIONS
+from debias_bench.config import PRESETS, preset_data_options
 from debias_bench.data_options import (
     DataOption,
     check_data_options,
@@ -82,7 +82,7 @@ def test_run_identity_inputs_come_back_unchanged(dataset):
     """What the run id hashes (``data_options``): exactly what was given, same types, no
     defaults added, for the data seed every grid passes and every preset's options."""
     cases = [{"data_seed": 0}, {"data_seed": 3}]
-    cases += [{"data_seed": 0, **p[dataset]} for p in PRESET_DATA_OPTIONS.values() if dataset in p]
+    cases += [{"data_seed": 0, **preset_data_options(p, dataset)} for p in PRESETS]
     for given in cases:
         checked = check_data_options(dataset, given)
         assert json.dumps(checked, sort_keys=True) == json.dumps(given, sort_keys=True)

@@ -62,8 +62,9 @@ def _assert_whole(built, fingerprint: str) -> None:
 
 
 def _kill_in(monkeypatch, name: str, partial: bool = False) -> None:
-    """Make the build step ``name`` (``debias_bench.split_store`` or ``folder_swap``) a kill (``partial``: the step
-    removes one file of the old copy first, as an ``rmtree`` cut short)."""
+    """Make the build step ``name`` (of ``split_store`` or ``folder_swap``) a kill
+    (``partial``: the step removes one file of the old copy first, as an ``rmtree`` cut
+    short)."""
 
     def killed(path, *args):
         if partial:

@@ -13,7 +13,7 @@ from debias_bench import paths
 from debias_bench.config import parse_overrides
 from debias_bench.data_options import data_options_by_dataset
 from debias_bench.errors import BenchError, CorruptDataError
-from debias_bench.family import build_lock, describe_dataset
+from debias_bench.family import build_lock, describe_dataset, fixture_root
 from debias_bench.registry import DATASETS
 
 from .common import data_args, floats
@@ -120,13 +120,13 @@ def cmd_info(args: argparse.Namespace) -> int:
 def cmd_fixture(args: argparse.Namespace) -> int:
     """A tiny synthetic stand-in of a dataset's raw sources, in its published layout."""
     data_root = paths.data_root(args.data_root)
-    raw = Path(args.out) if args.out else data_root / "fixtures"
+    raw = Path(args.out) if args.out else fixture_root(data_root)
     family = _family(args.name, args, raw_root=raw)
     options = family.write_fixture(per_class=args.per_class)
     print(f"{args.name}: synthetic fixture (published layout) written under {raw}")
     print("  it stands in for the real data in pipeline tests only; results on it mean nothing")
-    if args.name == "bffhq" and not args.out:
-        print("  bffhq reads it from there when <raw root>/bffhq is absent")
+    if family.reads_fixture_root and not args.out:
+        print(f"  {args.name} reads it from there when its raw sources are absent")
     else:
         extra = "".join(f" --data-option {k}={v}" for k, v in options.items())
         print(f"  build it with: bench data prepare {args.name} --raw-root {raw}{extra}")
