@@ -158,11 +158,17 @@ class CorruptedCIFAR10(ImportableFamily):
         int, None, "only the first N images of each class (quick builds, CI)", minimum=1
     )
     n_jobs = DataOption(int, 2, "parallel build workers (no effect on the data)", minimum=1)
+    lff_attr_names = ("object", "corruption")
 
     def __init__(self, raw_root: Path, data_root: Path, **options: Any) -> None:
         super().__init__(raw_root, data_root, **options)
         self.names = CORRUPTION_SETS[self.corruptions]
         self.spec = dataclasses.replace(self.spec, bias_names=self.names)  # type: ignore[misc]
+
+    def lff_tag(self, ratio: float) -> str:
+        kind = {"type0": "Type0", "type1": "Type1"}.get(self.corruptions, "Default")
+        level = self.severity - 1  # LfF's tag counts from 0
+        return f"CorruptedCIFAR10-{kind}-Skewed{ratio / 100:g}-Severity{level}"
 
     @property
     def tag(self) -> str:

@@ -244,6 +244,7 @@ class ColoredMNIST(ColourBiasedDigits):
         bias_names=tuple(f"colour{b}" for b in range(10)),
     )
     raw_source = mnist_raw.MNIST
+    lff_attr_names = ("digit", "color")
     presets: ClassVar[Mapping[str, PresetValues]] = {
         # a fixed subset of 6,000 training images and a longer schedule than the engine's
         "ci": PresetValues(
@@ -255,3 +256,6 @@ class ColoredMNIST(ColourBiasedDigits):
     valid_split = (
         "6,000 held-out MNIST training images, colour uniform within each class (unbiased)"
     )
+
+    def lff_tag(self, ratio: float) -> str:
+        return f"ColoredMNIST-Skewed{ratio / 100:g}-Severity{self.severity}"

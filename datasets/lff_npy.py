@@ -28,35 +28,19 @@ from __future__ import annotations
 
 import pickle
 from pathlib import Path
-from typing import Any
+from typing import ClassVar
 
 import numpy as np
 import torch
 
-from debias_bench.data import Split
+from debias_bench.data import DatasetSpec, Split
 from debias_bench.data_options import DataOption
 from debias_bench.errors import CorruptDataError, DataNotFoundError
 from debias_bench.family import DatasetFamily, ratio_dirname, save_split
 from debias_bench.integrity import MANIFEST, completeness_problems
 
-ATTR_NAMES = {"cmnist": ["digit", "color"], "cifar10c": ["object", "corruption"]}
 
-
-def lff_tag(family: Any, ratio: float) -> str:
-    # ``family`` is a cmnist or cifar10c family (their severity / corruptions options)
-    """LfF's folder name for this family's build at ``ratio`` %."""
-    fraction = f"{ratio / 100:g}"
-    name = family.spec.name
-    if name == "cmnist":
-        return f"ColoredMNIST-Skewed{fraction}-Severity{family.severity}"
-    if name == "cifar10c":
-        kind = {"type0": "Type0", "type1": "Type1"}.get(family.corruptions, "Default")
-        level = family.severity - 1  # LfF tag counts from 0
-        return f"CorruptedCIFAR10-{kind}-Skewed{fraction}-Severity{level}"
-    raise CorruptDataError(f"the LfF npy layout exists only for cmnist and cifar10c, not {name}")
-
-
-def read_lff_split(folder: Path, name: str, spec) -> Split:
+def read_lff_split(folder: Path, name: str, spec: DatasetSpec) -> Split:
     """One LfF split, checked against the family's image size and label ranges."""
     for file in ("images.npy", "attrs.npy"):
         if not (folder / file).is_file():
@@ -93,15 +77,15 @@ def write_lff_split(folder: Path, split: Split) -> None:
     np.save(folder / "attrs.npy", attrs)
 
 
-def export_lff(family: DatasetFamily, ratio: float, out: Path) -> Path:
+def export_lff(family: ImportableFamily, ratio: float, out: Path) -> Path:
     """Write ``family`` at ``ratio`` % as ``out/<Tag>/``; returns that folder."""
     splits = family.load(ratio)
-    folder = out / lff_tag(family, ratio)
+    folder = out / family.lff_tag(ratio)
     write_lff_split(folder / "train", splits.train)
     write_lff_split(folder / "valid", splits.test)  # LfF's "valid" is the unbiased test set
     write_lff_split(folder / "heldout_valid", splits.valid)
     with open(folder / "attr_names.pkl", "wb") as handle:
-        pickle.dump(ATTR_NAMES[family.spec.name], handle)
+        pickle.dump(list(family.lff_attr_names), handle)
     return folder
 
 
@@ -187,6 +171,14 @@ class ImportableFamily(DatasetFamily):
         choices=("build", "imported", "lff"),
     )
 
+    #: LfF's names of the target and the bias (its ``attr_names.pkl``); empty: LfF has no such
+    #: dataset (``bench data export`` refuses it)
+    lff_attr_names: ClassVar[tuple[str, ...]] = ()
+
+    def lff_tag(self, ratio: float) -> str:
+        """LfF's folder name for this build at ``ratio`` % (families with ``lff_attr_names``)."""
+        raise NotImplementedError(f"LfF has no {self.spec.name} dataset")
+
     @property
     def imported(self) -> bool:
         return self.source in ("imported", "lff")
@@ -215,3 +207,8 @@ class ImportableFamily(DatasetFamily):
         if self.imported:
             return f"bench data import {self.spec.name} <source folder> --ratio <ratio>"
         return super().repair_command()
+
+
+def exports_lff(family: type) -> bool:
+    """Whether ``bench data export`` can write ``family`` in the LfF npy layout."""
+    return issubclass(family, ImportableFamily) and bool(family.lff_attr_names)

@@ -6,7 +6,13 @@ from __future__ import annotations
 import argparse
 import json
 
-from debias_bench.config import PRESETS, PROTOCOLS, parse_overrides, resolve_layers
+from debias_bench.config import (
+    PRESETS,
+    PROTOCOLS,
+    parse_overrides,
+    preset_data_options,
+    resolve_layers,
+)
 from debias_bench.hparams import SPEED_KEYS
 from debias_bench.registry import DATASETS, METHODS
 
@@ -37,6 +43,10 @@ def cmd_config(args: argparse.Namespace) -> int:
         f"# {method[0]} on {dataset[0]} at {ratio:g} %, protocol {args.protocol}, "
         f"preset {args.preset}{recipe}"
     )
+    options = preset_data_options(args.preset, dataset[0])
+    if options:
+        given = ", ".join(f"{key}={value}" for key, value in options.items())
+        print(f"# data options of preset {args.preset} (dataset {dataset[0]}): {given}")
     rows = [
         (
             key,

@@ -6,25 +6,32 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tabulate import tabulate
 
 from debias_bench import paths
 from debias_bench.config import parse_overrides
 from debias_bench.data_options import data_options_by_dataset
-from debias_bench.errors import BenchError, CorruptDataError
+from debias_bench.errors import BenchError, ConfigError, CorruptDataError
 from debias_bench.family import build_lock, describe_dataset, fixture_root
 from debias_bench.registry import DATASETS
 
 from .common import data_args, floats
 
+if TYPE_CHECKING:  # the dataset modules are imported when a command needs them
+    from debias_bench.data import DatasetSpec
+    from debias_bench.datasets.lff_npy import ImportableFamily
+    from debias_bench.family import DatasetFamily
 
-def _family(name: str, args: argparse.Namespace, raw_root: Path | None = None):
+
+def _family(name: str, args: argparse.Namespace, raw_root: Path | None = None) -> DatasetFamily:
     """The dataset family with the ``--data-option`` values it declares (checked)."""
     raw = raw_root or paths.raw_root(args.raw_root)
     given = parse_overrides(getattr(args, "data_option", None))
     options = data_options_by_dataset(DATASETS.resolve(args.name), given)[name] if given else {}
-    return DATASETS.get(name)(raw, paths.data_root(args.data_root), **options)
+    family: DatasetFamily = DATASETS.get(name)(raw, paths.data_root(args.data_root), **options)
+    return family
 
 
 def cmd_data(args: argparse.Namespace) -> int:
@@ -56,7 +63,7 @@ def cmd_data(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
-def _counts_table(folder: Path, spec) -> str:
+def _counts_table(folder: Path, spec: DatasetSpec) -> str:
     rows = []
     for rel, info in describe_dataset(folder, spec.num_classes, spec.num_biases).items():
         counts = info["counts"]
@@ -160,10 +167,33 @@ def cmd_options(args: argparse.Namespace) -> int:
     return 0
 
 
+def _lff_family(args: argparse.Namespace, verb: str) -> ImportableFamily:
+    """The family of ``args.name`` when it can ``verb`` ("import", "export") the LfF layouts;
+    a ConfigError naming the datasets that can, when not."""
+    from debias_bench.datasets.lff_npy import ImportableFamily, exports_lff
+
+    def able(cls: type) -> bool:
+        return exports_lff(cls) if verb == "export" else issubclass(cls, ImportableFamily)
+
+    if not able(DATASETS.get(args.name)):
+        can = [entry.name for entry in DATASETS if able(entry.obj)]
+        why = {
+            "export": "cannot be written in the LfF npy layout (LfF has no such dataset)",
+            "import": "cannot read imported LfF or DisEnt data (no source=imported option)",
+        }[verb]
+        raise ConfigError(
+            f"bench data {verb}: {args.name} {why}",
+            hint=f"datasets that can: {', '.join(can) or 'none'}",
+        )
+    family = _family(args.name, args)
+    assert isinstance(family, ImportableFamily)
+    return family
+
+
 def cmd_export(args: argparse.Namespace) -> int:
     from debias_bench.datasets import lff_npy
 
-    family = _family(args.name, args)
+    family = _lff_family(args, "export")
     folder = lff_npy.export_lff(family, float(args.ratio), Path(args.out))
     print(f"{args.name} {args.ratio}%: LfF npy layout written to {folder}")
     return 0
@@ -172,7 +202,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 def cmd_import(args: argparse.Namespace) -> int:
     from debias_bench.datasets import lff_npy
 
-    family = _family(args.name, args)
+    family = _lff_family(args, "import")
     source = Path(args.source)
     fmt = args.format or ("lff" if (source / "train" / "images.npy").is_file() else "disent")
     importer = lff_npy.import_lff if fmt == "lff" else lff_npy.import_disent
@@ -248,7 +278,7 @@ def add(sub: argparse._SubParsersAction) -> None:
     fixture.set_defaults(func=cmd_fixture)
 
     export = data_sub.add_parser("export", help="write a prepared split set in the LfF npy layout")
-    export.add_argument("name", choices=["cmnist", "cifar10c"])
+    export.add_argument("name", help="a dataset LfF has (Colored MNIST, Corrupted CIFAR-10)")
     export.add_argument("--ratio", required=True, help="bias-conflicting ratio (%%)")
     export.add_argument("--out", required=True, help="folder to hold the LfF <Tag>/ folder")
     data_args(export)
@@ -259,7 +289,7 @@ def add(sub: argparse._SubParsersAction) -> None:
         help="use data built by LfF's make_dataset.py (<Tag>/{train,valid}/*.npy) or a DisEnt "
         "PNG folder (cmnist/, cifar10c/)",
     )
-    imp.add_argument("name", choices=["cmnist", "cifar10c"])
+    imp.add_argument("name", help="a dataset that reads imported data (Colored MNIST, ...)")
     imp.add_argument(
         "source", help="the LfF <Tag> folder (e.g. CorruptedCIFAR10-Type0-...) or DisEnt folder"
     )
