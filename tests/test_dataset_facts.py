@@ -1,0 +1,180 @@
+"""What a dataset knows lives on its family class: its presets' values, its training-set sizes
+and its validation split, inherited from the dataset named by ``recipe=`` and overridable.
+The plugins are real files written to a temporary folder and imported by path."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from collections.abc import Mapping
+from pathlib import Path
+from typing import ClassVar
+
+import pytest
+
+from debias_bench.cli import main
+from debias_bench.config import make_config, preset_data_options
+from debias_bench.dataset_facts import class_preset, train_size, valid_split
+from debias_bench.datasets.cmnist import ColoredMNIST
+from debias_bench.family import PresetValues
+from debias_bench.launchers import plugins
+from debias_bench.perf import run_steps
+from debias_bench.registry import DATASETS
+from debias_bench.tune import valid_split_note
+
+#: The README's Colored Fashion-MNIST, reduced to what matters here: a subclass of
+#: ColourBiasedDigits (not of ColoredMNIST) that follows Colored MNIST's recipe.
+DIGITS = """
+import dataclasses
+
+from debias_bench.datasets.cmnist import ColoredMNIST, ColourBiasedDigits
+from debias_bench.family import PresetValues
+from debias_bench.registry import register_dataset
+
+
+@register_dataset("{name}", display_name="Colour-biased digits", kind="synthetic", recipe="cmnist")
+class Digits(ColourBiasedDigits):
+    spec = dataclasses.replace(ColoredMNIST.spec, name="{name}")
+{body}
+"""
+
+#: A family of its own (no base class in common with the recipe's but DatasetFamily).
+OWN_FAMILY = """
+from debias_bench.data import DatasetSpec
+from debias_bench.family import DatasetFamily
+from debias_bench.registry import register_dataset
+
+
+@register_dataset("{name}", display_name="Own family", kind="synthetic", recipe="{recipe}")
+class Own(DatasetFamily):
+    spec = DatasetSpec(
+        name="{name}", num_classes=10, num_biases=10, ratios=(0.5, 1.0, 2.0, 5.0),
+        image_size=(28, 28), channels=3, backbone="mlp", test_kind="unbiased",
+    )
+
+    def prepare(self, ratios=None, force=False):
+        return self.data_root
+"""
+
+
+@pytest.fixture
+def plugin(tmp_path):
+    """``plugin(name, source)``: write ``<tmp>/<name>.py``, import it by path, return its path;
+    every dataset it registered is unregistered afterwards."""
+    registered: list[tuple[str, str]] = []
+
+    def write(name: str, source: str) -> Path:
+        path = tmp_path / f"{name}.py"
+        path.write_text(textwrap.dedent(source))
+        module = plugins.import_plugin(str(path))
+        registered.append((name, module))
+        return path
+
+    yield write
+    for name, module in registered:
+        DATASETS.unregister(name)
+        sys.modules.pop(module, None)
+        plugins._FROM_PATH.pop(module, None)
+
+
+def _digits(name: str, body: str = "") -> str:
+    return DIGITS.replace("{name}", name).replace("{body}", textwrap.indent(body, "    "))
+
+
+def test_bench_config_gives_a_recipe_dataset_its_recipes_ci_values(tmp_path):
+    """The bug of issue 24: ``recipe="cmnist"`` got 60 steps on its whole training set."""
+    path = tmp_path / "cdigits.py"
+    path.write_text(_digits("cdigits"))
+    env = {**os.environ, "BENCH_PLUGINS": str(path), "OMP_NUM_THREADS": "1"}
+    command = [sys.executable, "-m", "debias_bench.cli", "config", "vanilla", "cdigits"]
+    done = subprocess.run([*command, "--preset", "ci"], capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr
+    rows = {line.split()[0]: line.split(None, 2)[1:] for line in done.stdout.splitlines()[1:]}
+    inherited = "preset ci (dataset cmnist, recipe of cdigits)"
+    assert rows["train_limit"] == ["6000", inherited]
+    assert rows["steps"] == ["240", inherited]
+    assert rows["eval_every"] == ["120", inherited]
+    assert rows["eval_limit"] == ["1000", "preset ci"]  # the engine-wide value
+
+
+def test_a_recipe_dataset_resolves_exactly_as_its_recipe_under_ci(plugin):
+    plugin("cdigits2", _digits("cdigits2"))
+    for method in ("vanilla", "lff", "etf_debias"):
+        ours = make_config(method, "cdigits2", 1.0, 0, preset="ci")
+        theirs = make_config(method, "cmnist", 1.0, 0, preset="ci")
+        assert ours.hparams == theirs.hparams
+        assert ours.run_id != theirs.run_id  # another dataset: another run
+
+
+def test_a_dataset_overrides_one_value_of_its_recipes_preset(plugin):
+    plugin(
+        "cdigits_short", _digits("cdigits_short", 'presets = {"ci": PresetValues({"steps": 120})}')
+    )
+    config = make_config("vanilla", "cdigits_short", 1.0, 0, preset="ci")
+    assert config.hparams["steps"] == 120
+    assert config.sources["steps"] == "preset ci (dataset cdigits_short)"
+    assert config.hparams["train_limit"] == 6000  # the rest still from Colored MNIST
+    assert config.sources["train_limit"] == "preset ci (dataset cmnist, recipe of cdigits_short)"
+    # and Colored MNIST itself is untouched
+    assert make_config("vanilla", "cmnist", 1.0, 0, preset="ci").hparams["steps"] == 240
+
+
+def test_a_subclass_overrides_one_value_of_its_base_class_preset():
+    class Shorter(ColoredMNIST):
+        presets: ClassVar[Mapping[str, PresetValues]] = {
+            "ci": PresetValues({"steps": 120}),
+            "smoke": PresetValues({"steps": 5}),
+        }
+
+    ci = class_preset(Shorter, "ci")
+    assert ci.hparams == {"train_limit": 6000, "batch_size": 256, "steps": 120, "eval_every": 120}
+    assert class_preset(Shorter, "smoke").hparams == {"steps": 5}
+    assert class_preset(ColoredMNIST, "ci").hparams["steps"] == 240
+
+
+def test_sizes_and_valid_split_come_from_the_recipe_unless_declared(plugin):
+    plugin("own_digits", OWN_FAMILY.replace("{name}", "own_digits").replace("{recipe}", "cmnist"))
+    assert train_size("own_digits", 1.0) == train_size("cmnist", 1.0) == 54_000
+    assert run_steps("vanilla", "own_digits", 1.0) == run_steps("vanilla", "cmnist", 1.0)
+    assert valid_split_note("own_digits") == valid_split("cmnist")
+    assert "6,000 held-out MNIST" in valid_split_note("own_digits")
+    # a subclass of the digits family declares its own (its base class's) split
+    plugin("cdigits3", _digits("cdigits3", "train_sizes = {1.0: 100}"))
+    assert "option valid_size" in valid_split_note("cdigits3")
+    assert train_size("cdigits3", 1.0) == 100 and train_size("cdigits3", 5.0) is None
+    assert run_steps("vanilla", "cdigits3", 5.0) is None  # size unknown: left out of a projection
+
+
+def test_a_dataset_with_nothing_declared_gets_the_engine_defaults(plugin):
+    plugin("bare_ds", OWN_FAMILY.replace("{name}", "bare_ds").replace(', recipe="{recipe}"', ""))
+    assert train_size("bare_ds", 1.0) is None
+    assert valid_split_note("bare_ds") == "the dataset's own valid split"
+    config = make_config("vanilla", "bare_ds", 1.0, 0, preset="ci")
+    assert config.hparams["steps"] == 60 and config.sources["steps"] == "preset ci"
+    assert config.sources["train_limit"] == "engine default"
+
+
+def test_a_presets_build_options_are_the_familys_own_not_the_recipes(plugin):
+    """cifar10c's ci build options (limit, valid_size) are options of its family: a dataset
+    that follows its recipe but has another family does not receive them."""
+    plugin("own_c10", OWN_FAMILY.replace("{name}", "own_c10").replace("{recipe}", "cifar10c"))
+    assert preset_data_options("ci", "cifar10c") == {"limit": 100, "valid_size": 200}
+    assert preset_data_options("ci", "own_c10") == {}
+    hp = make_config("vanilla", "own_c10", 1.0, 0, preset="ci").hparams
+    assert (hp["backbone"], hp["image_size"], hp["batch_size"]) == ("resnet20", 16, 32)
+
+
+def test_export_and_import_name_the_datasets_that_support_them(plugin, tmp_path, capsys):
+    plugin("own_lff", OWN_FAMILY.replace("{name}", "own_lff").replace("{recipe}", "cmnist"))
+    plugin("cdigits4", _digits("cdigits4"))
+    out = str(tmp_path / "out")
+    assert main(["data", "export", "bar", "--ratio", "1", "--out", out]) == 2
+    err = capsys.readouterr().err
+    assert "bar cannot be written in the LfF npy layout" in err
+    assert "datasets that can: cmnist, cifar10c" in err  # not the digits plugin: LfF lacks it
+    assert main(["data", "import", "own_lff", out, "--ratio", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "own_lff cannot read imported LfF or DisEnt data" in err
+    assert "cmnist, cifar10c" in err and "cdigits4" in err  # importable, like any digits family
