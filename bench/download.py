@@ -21,6 +21,7 @@ import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 
 from debias_bench.errors import BenchError, CorruptDataError, DataNotFoundError
 
@@ -149,7 +150,7 @@ def _fetch_drive(item: DriveFile, folder: Path, log: Log) -> Path:
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def _drive_file(gdown, item: DriveFile, staging: Path, log: Log) -> Path:
+def _drive_file(gdown: ModuleType, item: DriveFile, staging: Path, log: Log) -> Path:
     log(f"listing {item.folder_url} (gdown)")
     if "skip_download" in inspect.signature(gdown.download_folder).parameters:
         listing = gdown.download_folder(

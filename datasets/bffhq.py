@@ -30,7 +30,7 @@ from typing import Any, ClassVar
 import numpy as np
 from PIL import Image
 
-from debias_bench.data import DatasetSpec
+from debias_bench.data import DatasetSpec, Splits
 from debias_bench.download import Download, DriveFile
 from debias_bench.errors import DataNotFoundError
 from debias_bench.family import PresetValues, fixture_root, ratio_dirname
@@ -159,7 +159,7 @@ class BiasedFFHQ(CachedImageFamily):
         (staging / "test").mkdir()
         read_records(test, size, f"{self.spec.name} test (conflicting)", staging / "test")
 
-    def load(self, ratio: float):
+    def load(self, ratio: float) -> Splits:
         ratio = self.check_ratio(ratio)
         self.ready_to_read(ratio)
         self.prepare([ratio])

@@ -163,7 +163,7 @@ class CorruptedCIFAR10(ImportableFamily):
     def __init__(self, raw_root: Path, data_root: Path, **options: Any) -> None:
         super().__init__(raw_root, data_root, **options)
         self.names = CORRUPTION_SETS[self.corruptions]
-        self.spec = dataclasses.replace(self.spec, bias_names=self.names)  # type: ignore[misc]
+        self.spec = dataclasses.replace(self.spec, bias_names=self.names)
 
     def lff_tag(self, ratio: float) -> str:
         kind = {"type0": "Type0", "type1": "Type1"}.get(self.corruptions, "Default")

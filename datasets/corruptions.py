@@ -61,7 +61,7 @@ def _out(x: np.ndarray) -> np.ndarray:
     return np.clip(x, 0.0, 1.0) * 255.0
 
 
-def _gauss(x: np.ndarray, sigma: float, mode: str = "nearest", truncate: float = 4.0):
+def _gauss(x: np.ndarray, sigma: float, mode: str = "nearest", truncate: float = 4.0) -> np.ndarray:
     """scikit-image's ``filters.gaussian`` on an image (channels not blurred)."""
     sigmas = (sigma, sigma, 0) if x.ndim == 3 else (sigma, sigma)
     return ndimage.gaussian_filter(x, sigma=sigmas, mode=mode, truncate=truncate)
@@ -199,7 +199,7 @@ def zoom_blur(x: np.ndarray, severity: int, rng: np.random.Generator) -> np.ndar
 
 
 # ---------------------------------------------------------------------------------- weather
-def plasma_fractal(rng: np.random.Generator, mapsize: int = 32, decay: float = 3.0):
+def plasma_fractal(rng: np.random.Generator, mapsize: int = 32, decay: float = 3.0) -> np.ndarray:
     """Diamond-square height map in [0, 1] (the fog of CIFAR-10-C)."""
     grid = np.zeros((mapsize, mapsize), dtype=np.float64)
     step, wibble = mapsize, 100.0

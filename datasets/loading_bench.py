@@ -24,14 +24,14 @@ import torch
 from PIL import Image
 from torch.utils.data import DataLoader, Dataset
 
-from debias_bench.data import TrainStream, take
+from debias_bench.data import DatasetSpec, Split, TrainStream, take
 from debias_bench.family import DatasetFamily
 
 
 class PerFileDataset(Dataset):
     """The official loaders' way: a file per sample, PIL + per-sample transforms."""
 
-    def __init__(self, files: list[Path], labels: list[int], spec) -> None:
+    def __init__(self, files: list[Path], labels: list[int], spec: DatasetSpec) -> None:
         from torchvision import transforms as T
 
         self.files, self.labels = files, labels
@@ -50,7 +50,7 @@ class PerFileDataset(Dataset):
     def __len__(self) -> int:
         return len(self.files)
 
-    def __getitem__(self, i: int):
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
         image = Image.open(self.files[i]).convert("RGB")
         return self.transform(image), self.labels[i]
 
@@ -67,7 +67,7 @@ def write_files(images: np.ndarray, labels: np.ndarray, folder: Path) -> list[Pa
     return files
 
 
-def time_ours(family: DatasetFamily, split, batch_size: int, batches: int) -> float:
+def time_ours(family: DatasetFamily, split: Split, batch_size: int, batches: int) -> float:
     stream = TrainStream(split, family.spec, batch_size, seed=0, device=torch.device("cpu"))
     it = stream.batches()
     next(it)  # warm-up (first touch of the memory map)

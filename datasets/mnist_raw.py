@@ -81,7 +81,9 @@ def find(source: IdxSource, raw_root: Path, download_dir: Path) -> dict[str, Pat
     return None
 
 
-def not_found(source: IdxSource, raw_root: Path, download_dir: Path, reason: str, name: str):
+def not_found(
+    source: IdxSource, raw_root: Path, download_dir: Path, reason: str, name: str
+) -> DataNotFoundError:
     """The DataNotFoundError of a missing source: where it looked and how to get it."""
     where = "\n    ".join(str(p) for p in candidate_dirs(source, raw_root, download_dir))
     first = source.folders[0] if source.folders else "."

@@ -68,7 +68,14 @@ class Cell:
         return f"{self.method} {self.dataset} r{self.ratio:g}"
 
 
-def _grid(args: argparse.Namespace, method: str, dataset: str, ratios, seeds, overrides) -> Grid:
+def _grid(
+    args: argparse.Namespace,
+    method: str,
+    dataset: str,
+    ratios: list[float] | None,
+    seeds: list[int],
+    overrides: dict[str, Any],
+) -> Grid:
     return Grid(
         methods=[method],
         datasets=[dataset],
