@@ -20,7 +20,7 @@ from debias_bench.dataset_facts import class_preset, train_size, valid_split
 from debias_bench.datasets.cmnist import ColoredMNIST
 from debias_bench.family import PresetValues
 from debias_bench.launchers import plugins
-from debias_bench.perf import run_steps
+from debias_bench.projection import run_steps
 from debias_bench.registry import DATASETS
 from debias_bench.tune import valid_split_note
 

@@ -28,11 +28,10 @@ from debias_bench.perf import (
     bare_loop,
     cell_overrides,
     crop_flip,
-    project,
     run_cell,
     run_cell_subprocess,
-    run_steps,
 )
+from debias_bench.projection import project, run_steps
 from debias_bench.registry import DATASETS
 
 TINY = {"steps": 2, "warmup": 1, "threads": 1}
