@@ -23,17 +23,19 @@ from debias_bench.errors import ConfigError
 from debias_bench.reporting import (
     ReportOptions,
     build_tables,
+    classwise,
     load_paper,
     load_records,
     render,
-    tables,
 )
-from debias_bench.reporting.layout import BAR_PAPER_CLASSES
+from debias_bench.reporting.layout import reference_layout
 from debias_bench.reporting.records import COLUMNS
 from debias_bench.states import RunState
 from debias_bench.store import RunDir, RunStore
 
 GOLDEN = Path(__file__).parent / "golden"
+#: BAR's actions in the column order of the paper's Tables D.1 and D.2
+BAR_PAPER_CLASSES = reference_layout().table("bar-classwise").classes
 SELECTIONS = ("last", "best_valid", "best_test")
 
 
@@ -281,12 +283,12 @@ def test_classwise_columns_follow_the_paper_and_average_is_the_accuracy(records)
 def test_class_columns_map_names_in_any_order(monkeypatch):
     shuffled = ("Racing", "climbing", "Pole_Vaulting", "throwing", "diving", "fishing")
     spec = SimpleNamespace(class_names=shuffled, num_classes=6)
-    monkeypatch.setattr(tables, "dataset_spec", lambda d: spec)
-    columns = tables.class_columns("bar", 6)
+    monkeypatch.setattr(classwise, "dataset_spec", lambda d: spec)
+    columns = classwise.class_columns("bar", 6, BAR_PAPER_CLASSES)
     assert [key for _, key, _ in columns] == list(BAR_PAPER_CLASSES)
     assert [k for k, _, _ in columns] == [1, 4, 5, 2, 0, 3]
-    monkeypatch.setattr(tables, "dataset_spec", lambda d: None)
-    assert [key for _, key, _ in tables.class_columns("bar", 3)] == [
+    monkeypatch.setattr(classwise, "dataset_spec", lambda d: None)
+    assert [key for _, key, _ in classwise.class_columns("bar", 3, BAR_PAPER_CLASSES)] == [
         "class 0",
         "class 1",
         "class 2",
