@@ -63,14 +63,13 @@ def _per_class(table: TableLayout) -> TableBuilder:
 
 def _register_builtins(paper: PaperLayout) -> None:
     for table in paper.of_layout(ACCURACY):
-        described = f"the paper's {table.label}: {table.title}"
-        register_table(table.id, display_name=described, in_all=True)(_accuracy(table))
+        register_table(table.id, display_name=table.heading(), in_all=True)(_accuracy(table))
     register_table(
         OTHER.id, display_name="accuracy on the datasets outside the paper's tables", in_all=True
     )(_accuracy(OTHER))
     for table in paper.of_layout(PER_CLASS):
         on = ", ".join(paper.datasets[d] for d in table.datasets)
-        described = f"the paper's {table.label}: {table.title} on {on}"
+        described = table.heading(f" on {on}")
         register_table(table.id, display_name=described, in_all=True)(_per_class(table))
 
     @register_table(
