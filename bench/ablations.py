@@ -1,5 +1,8 @@
 """The paper's ablations (Fig. 3) as presets: each is a hyperparameter axis added to a grid.
 
+The paper's reference YAML (``results/reference/``, ``ablations:``) declares them; for
+ETF-Debias:
+
 * ``alpha``: the weight of the prime reinforcement loss, alpha in {0, 0.2, ..., 1.0} (Fig. 3a);
 * ``prime``: simplex-ETF primes against random Gaussian primes of the same dimension (Fig. 3b).
 
@@ -18,8 +21,10 @@ from typing import Any
 import pandas as pd
 
 from debias_bench.config import RunConfig
-from debias_bench.errors import UnknownNameError
+from debias_bench.errors import ConfigError, UnknownNameError
 from debias_bench.figures import save_png_pdf
+from debias_bench.grid import Grid
+from debias_bench.reporting.paper import reference_data
 from debias_bench.store import RunStore
 
 
@@ -28,21 +33,33 @@ class Ablation:
     name: str
     param: str
     values: tuple[Any, ...]
-    default: Any  # the method's own value: other ablations hold this one fixed
+    default: Any  # the paper's setting: the other ablations hold this one fixed
     methods: tuple[str, ...]
     title: str
 
 
+def parse_ablation(name: str, data: dict[str, Any]) -> Ablation:
+    """One entry of the reference's ``ablations:``."""
+    try:
+        return Ablation(
+            name=name,
+            param=str(data["param"]),
+            values=tuple(data["values"]),
+            default=data["default"],
+            methods=tuple(data["methods"]),
+            title=str(data["title"]),
+        )
+    except (KeyError, TypeError) as err:
+        raise ConfigError(
+            f"reference ablation {name!r} is malformed ({err})",
+            hint="it needs param, values, default, methods and title",
+        ) from None
+
+
 ABLATIONS = {
-    "alpha": Ablation(
-        "alpha", "alpha", (0.0, 0.2, 0.4, 0.6, 0.8, 1.0), 0.8, ("etf_debias",),
-        "regularisation weight alpha (paper Fig. 3a)",
-    ),
-    "prime": Ablation(
-        "prime", "prime", ("etf", "random"), "etf", ("etf_debias",),
-        "ETF primes against random primes (paper Fig. 3b)",
-    ),
-}  # fmt: skip
+    name: parse_ablation(name, data)
+    for name, data in (reference_data().get("ablations") or {}).items()
+}
 
 
 def get_ablation(name: str) -> Ablation:
@@ -51,9 +68,9 @@ def get_ablation(name: str) -> Ablation:
     return ABLATIONS[name]
 
 
-def ablation_grids(ablation: Ablation, grid: Any) -> list[Any]:
-    """One copy of ``grid`` (a ``debias_bench.grid.Grid``) per value of the ablated parameter,
-    restricted to the methods the ablation applies to."""
+def ablation_grids(ablation: Ablation, grid: Grid) -> list[Grid]:
+    """One copy of ``grid`` per value of the ablated parameter, restricted to the methods the
+    ablation applies to."""
     methods = [m for m in grid.methods if m in ablation.methods] or list(ablation.methods)
     return [
         dataclasses.replace(
@@ -89,7 +106,9 @@ def ablation_frame(
     return pd.DataFrame(rows, columns=["dataset", "ratio", "seed", "value", metric])
 
 
-def plot_ablation(frame: pd.DataFrame, ablation: Ablation, output: Path, metric: str = "accuracy"):
+def plot_ablation(
+    frame: pd.DataFrame, ablation: Ablation, output: Path, metric: str = "accuracy"
+) -> list[Path]:
     """Mean over seeds with a ±std band (alpha) or bars (prime), one series per dataset."""
     import matplotlib
 

@@ -31,10 +31,9 @@ class Entry(Generic[T]):
 class Registry(Generic[T]):
     """A named collection of entries; ``plugins`` is imported on first lookup to fill it."""
 
-    def __init__(self, kind: str, plugins: str | None = None, order: tuple[str, ...] = ()) -> None:
+    def __init__(self, kind: str, plugins: str | None = None) -> None:
         self.kind = kind
         self._plugins = plugins
-        self._order = {name: i for i, name in enumerate(order)}
         self._entries: dict[str, Entry[T]] = {}
         self._loaded = plugins is None
 
@@ -74,10 +73,10 @@ class Registry(Generic[T]):
         return self.entry(name).obj
 
     def names(self) -> list[str]:
-        """Names in the canonical order (the paper's), then the others as registered."""
+        """Names in registration order (a package's modules by name, then plugins); reports
+        apply the paper's order (``debias_bench.reporting.layout``)."""
         self._load()
-        last = len(self._order)
-        return sorted(self._entries, key=lambda name: self._order.get(name, last))
+        return list(self._entries)
 
     def __iter__(self) -> Iterator[Entry[T]]:
         return iter([self._entries[name] for name in self.names()])
@@ -105,12 +104,8 @@ class Registry(Generic[T]):
         return message, hint
 
 
-#: The ETF-Debias paper's order of methods (its table columns) and datasets (its rows).
-PAPER_METHOD_ORDER = ("vanilla", "lff", "lff_be", "end", "sd", "disent", "selecmix", "etf_debias")
-PAPER_DATASET_ORDER = ("cmnist", "cifar10c", "bffhq", "dogs_and_cats", "bar")
-
-METHODS: Registry[Any] = Registry("method", "debias_bench.methods", PAPER_METHOD_ORDER)
-DATASETS: Registry[Any] = Registry("dataset", "debias_bench.datasets", PAPER_DATASET_ORDER)
+METHODS: Registry[Any] = Registry("method", "debias_bench.methods")
+DATASETS: Registry[Any] = Registry("dataset", "debias_bench.datasets")
 
 register_method = METHODS.register
 register_dataset = DATASETS.register

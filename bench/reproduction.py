@@ -28,7 +28,7 @@ import pandas as pd
 import yaml
 
 from debias_bench.errors import ConfigError
-from debias_bench.registry import METHODS
+from debias_bench.reporting.layout import method_name, method_order
 from debias_bench.reporting.paper import PaperNumbers, load_paper
 from debias_bench.reporting.records import run_rows
 from debias_bench.reporting.stats import STATISTIC, combined_std, seed_stats
@@ -210,9 +210,9 @@ def compare_frame(
     ]
     keys = {(m, r) for d, r, m in paper.accuracy if d == dataset}
     keys |= {(m, float(r)) for m, r in zip(rows["method"], rows["ratio"], strict=True)}
-    order = {name: i for i, name in enumerate(METHODS.names())}
+    order = method_order([m for m, _ in keys])
     out = []
-    for method, ratio in sorted(keys, key=lambda k: (order.get(k[0], len(order)), k[0], k[1])):
+    for method, ratio in sorted(keys, key=lambda k: (order.index(k[0]), k[1])):
         values = rows[(rows["method"] == method) & (rows["ratio"] == ratio)]["accuracy"]
         mean, std, n = seed_stats(values)
         paper_mean, paper_std = paper.accuracy.get((dataset, ratio, method), (None, None))
@@ -229,10 +229,6 @@ def _stat(mean: float | None, std: float | None) -> str:
     if mean is None:
         return "–"
     return f"{mean:.2f}" if std is None else f"{mean:.2f} ± {std:.2f}"
-
-
-def display_name(method: str) -> str:
-    return METHODS.entry(method).display_name if method in METHODS else method
 
 
 def reason_notes(cells: list[Comparison]) -> list[str]:
@@ -256,7 +252,7 @@ def render_table(cells: list[Comparison], numbered: bool = False) -> str:
         flag = "⚑" if c.flagged else ""
         reason = f"({notes.index(c.reason) + 1})" if numbered and c.flagged else c.reason
         lines.append(
-            f"| {display_name(c.method)} | {c.ratio:g} | {ours} | {c.n} | "
+            f"| {method_name(c.method)} | {c.ratio:g} | {ours} | {c.n} | "
             f"{_stat(c.paper_mean, c.paper_std)} | {diff} | {flag} | {reason} |"
         )
     return "\n".join(lines)
@@ -292,7 +288,7 @@ def render_readme(
         if c.n < expected_seeds and c.paper_mean is not None:
             short.setdefault((c.method, c.n), []).append(f"{c.ratio:g}")
     incomplete = [
-        f"{display_name(method)}: {n} of {expected_seeds} seeds at {', '.join(ratios)} %"
+        f"{method_name(method)}: {n} of {expected_seeds} seeds at {', '.join(ratios)} %"
         for (method, n), ratios in short.items()
     ]
     flagged = [c for c in cells if c.flagged]

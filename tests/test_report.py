@@ -19,21 +19,24 @@ import pytest
 from planted import plant
 
 from debias_bench.config import make_config
-from debias_bench.errors import ConfigError
+from debias_bench.errors import ConfigError, UnknownNameError
 from debias_bench.reporting import (
     ReportOptions,
     build_tables,
+    classwise,
     load_paper,
     load_records,
     render,
-    tables,
 )
-from debias_bench.reporting.layout import BAR_PAPER_CLASSES
+from debias_bench.reporting.catalog import TABLES, table_names
+from debias_bench.reporting.layout import parse_layout, reference_layout
 from debias_bench.reporting.records import COLUMNS
 from debias_bench.states import RunState
 from debias_bench.store import RunDir, RunStore
 
 GOLDEN = Path(__file__).parent / "golden"
+#: BAR's actions in the column order of the paper's Tables D.1 and D.2
+BAR_PAPER_CLASSES = ("climbing", "diving", "fishing", "vaulting", "racing", "throwing")
 SELECTIONS = ("last", "best_valid", "best_test")
 
 
@@ -278,15 +281,51 @@ def test_classwise_columns_follow_the_paper_and_average_is_the_accuracy(records)
     assert c[(etf.labels[0], "climbing")].bold and c[(etf.labels[0], "climbing")].delta is None
 
 
+def test_the_paper_reference_declares_its_tables_and_order():
+    layout = reference_layout()
+    assert layout.ours == "etf_debias" and layout.baseline == "vanilla"
+    assert list(layout.methods) == [
+        "vanilla", "lff", "lff_be", "end", "sd", "disent", "selecmix", "etf_debias",
+    ]  # fmt: skip
+    assert list(layout.datasets) == ["cmnist", "cifar10c", "bffhq", "dogs_and_cats", "bar"]
+    tables = {t.id: (t.label, t.layout, t.kind, t.datasets) for t in layout.tables}
+    assert tables == {
+        "synthetic": ("Table 1", "accuracy", "synthetic", ("cmnist", "cifar10c")),
+        "real": ("Table 2", "accuracy", "real", ("bffhq", "dogs_and_cats", "bar")),
+        "bar-classwise": ("Tables D.1/D.2", "per_class", None, ("bar",)),
+    }
+    assert layout.table("bar-classwise").classes == BAR_PAPER_CLASSES
+
+
+def test_a_malformed_reference_layout_is_a_clear_error():
+    data = {"baseline": "vanilla", "datasets": {"a": "A"}}
+    bad_tables = [
+        {"t": {"title": "T", "layout": "grid"}},
+        {"t": {"title": "T", "kind": "medical"}},
+        {"t": {"title": "T", "layout": "per_class", "datasets": ["a", "a"]}},
+        {"t": {"title": "T", "datasets": ["b"]}},
+    ]
+    for tables_ in bad_tables:
+        with pytest.raises(ConfigError, match="reference table 't'"):
+            parse_layout({**data, "tables": tables_})
+
+
+def test_registered_tables_and_all():
+    assert TABLES.names() == ["synthetic", "real", "other", "bar-classwise", "cost", "subpop"]
+    assert table_names("all") == ["synthetic", "real", "other", "bar-classwise", "cost"]
+    with pytest.raises(UnknownNameError, match="valid names: synthetic, real"):
+        table_names("classwise")
+
+
 def test_class_columns_map_names_in_any_order(monkeypatch):
     shuffled = ("Racing", "climbing", "Pole_Vaulting", "throwing", "diving", "fishing")
     spec = SimpleNamespace(class_names=shuffled, num_classes=6)
-    monkeypatch.setattr(tables, "dataset_spec", lambda d: spec)
-    columns = tables.class_columns("bar", 6)
+    monkeypatch.setattr(classwise, "dataset_spec", lambda d: spec)
+    columns = classwise.class_columns("bar", 6, BAR_PAPER_CLASSES)
     assert [key for _, key, _ in columns] == list(BAR_PAPER_CLASSES)
     assert [k for k, _, _ in columns] == [1, 4, 5, 2, 0, 3]
-    monkeypatch.setattr(tables, "dataset_spec", lambda d: None)
-    assert [key for _, key, _ in tables.class_columns("bar", 3)] == [
+    monkeypatch.setattr(classwise, "dataset_spec", lambda d: None)
+    assert [key for _, key, _ in classwise.class_columns("bar", 3, BAR_PAPER_CLASSES)] == [
         "class 0",
         "class 1",
         "class 2",

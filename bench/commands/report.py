@@ -13,6 +13,7 @@ from debias_bench import paths
 from debias_bench.metrics import SELECTIONS
 from debias_bench.preflight import check_store
 from debias_bench.reporting import (
+    ALL,
     FORMATS,
     METRICS,
     TABLES,
@@ -23,6 +24,7 @@ from debias_bench.reporting import (
     render,
 )
 from debias_bench.reporting.grouping import apply_where, parse_where
+from debias_bench.reporting.layout import reference_layout
 from debias_bench.reporting.paper import DEFAULT_PAPER
 from debias_bench.reporting.tuned import split_tuned, tuned_tables
 
@@ -52,7 +54,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     every_run = records
     records, tuned = split_tuned(Path(args.out), records)  # bench tune's search runs apart
     tables = build_tables(records, args.table, opts, paper)
-    if args.table == "all":
+    if args.table == ALL:
         tables += tuned_tables(tuned, opts)
     if args.format == "html":  # one page: the tables, the plots, failures and provenance
         from debias_bench.reporting.render_html import page  # matplotlib only when asked
@@ -75,19 +77,25 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def add(sub: argparse._SubParsersAction) -> None:
+    """The ``report`` subcommand; ``--table`` offers every registered table, plugins' too (their
+    modules are imported before the parser is built)."""
+    ours = reference_layout().ours
     report = sub.add_parser(
         "report",
         help="the paper's tables (LaTeX, Markdown, CSV, HTML) and plots from a run store",
-        description="Tables in the layouts of the ETF-Debias paper: Table 1 (synthetic), "
-        "Table 2 (real-world), Tables D.1/D.2 (BAR class-wise), and the training cost.",
+        description="Tables in the layouts of the paper (its reference YAML in "
+        f"results/reference/{DEFAULT_PAPER}.yaml), plus the tables of the harness and of plugins.",
     )
     report.add_argument("--out", default=str(paths.DEFAULT_OUT), help="the run store to read")
     report.add_argument(
         "--table",
-        default="all",
-        choices=TABLES,
-        help="synthetic: Table 1; real: Table 2; bar-classwise: Tables D.1/D.2; other: datasets "
-        "outside the paper; cost: time and memory relative to Vanilla; all (default)",
+        default=ALL,
+        choices=[*TABLES.names(), ALL],
+        help=(
+            "; ".join(f"{e.name}: {e.display_name}" for e in TABLES)
+            + f"; {ALL} (default): "
+            + ", ".join(e.name for e in TABLES if e.meta.get("in_all"))
+        ).replace("%", "%%"),  # argparse formats help with %
     )
     report.add_argument(
         "--format",
@@ -101,8 +109,9 @@ def add(sub: argparse._SubParsersAction) -> None:
     report.add_argument("--split", default="test", choices=["test", "valid"])
     report.add_argument(
         "--ours",
-        default="etf_debias",
-        help="the method whose gain or loss against the best other is bracketed ('none': off)",
+        default=ours or "none",
+        help="the method whose gain or loss against the best other is bracketed ('none': off; "
+        f"default: the paper's, {ours or 'none'})",
     )
     report.add_argument(
         "--compare-paper",

@@ -1,8 +1,9 @@
 """`bench viz cam RUN`: class activation maps on bias-conflicting test images (paper Fig. 4).
 
 The grid has one row per image: the original, the Vanilla run's CAM and the chosen run's CAM
-(both for the true class), overlaid on the image. The Vanilla run is the one of the same
-dataset, ratio, seed and protocol in the same run store, unless ``--vanilla`` names one.
+(both for the true class), overlaid on the image. The Vanilla run is the run of the paper's
+baseline (its reference YAML's ``baseline``) of the same dataset, ratio, seed and protocol in
+the same run store, unless ``--vanilla`` names one.
 """
 
 from __future__ import annotations
@@ -15,30 +16,34 @@ import torch
 
 from debias_bench import paths
 from debias_bench.cam import class_activation_maps
-from debias_bench.data import to_float
+from debias_bench.data import Split, to_float
 from debias_bench.engine import DataPlace, resolve_device, restore_method
 from debias_bench.errors import BenchError
+from debias_bench.reporting.layout import method_name, reference_layout
 from debias_bench.store import RunDir, RunStore
 
 from .common import data_args
 
 
 def find_vanilla(run: RunDir) -> RunDir:
-    """The Vanilla run matching ``run`` (dataset, ratio, seed, protocol) beside it."""
+    """The paper's baseline run (Vanilla) matching ``run`` (dataset, ratio, seed, protocol)
+    beside it."""
+    baseline = reference_layout().baseline
     config = run.config()
     keys = ("dataset", "ratio", "seed", "protocol")
     for other in RunStore(run.path.parent).readable_runs():
         c = other.config()
-        if c.get("method") == "vanilla" and all(c.get(k) == config.get(k) for k in keys):
+        if c.get("method") == baseline and all(c.get(k) == config.get(k) for k in keys):
             return other
     raise BenchError(
-        f"no Vanilla run with the same dataset, ratio, seed and protocol beside {run.path}",
-        hint="train one with `bench run --methods vanilla ...` into the same --out, "
+        f"no {method_name(baseline)} run with the same dataset, ratio, seed and protocol beside "
+        f"{run.path}",
+        hint=f"train one with `bench run --methods {baseline} ...` into the same --out, "
         "or pass --vanilla RUN",
     )
 
 
-def conflicting_samples(split, n: int, seed: int = 0) -> torch.Tensor:
+def conflicting_samples(split: Split, n: int, seed: int = 0) -> torch.Tensor:
     rows = torch.nonzero(split.labels != split.biases).squeeze(1)
     if len(rows) == 0:
         raise BenchError("the test split has no bias-conflicting samples")
@@ -62,8 +67,9 @@ def cmd_cam(args: argparse.Namespace) -> int:
     test = splits.test.subset(rows)
     x = to_float(torch.as_tensor(test.images), family.spec).to(device)
     y = test.labels.to(device)
+    reference_maps = class_activation_maps(reference, x, y).cpu().numpy()
     maps = {
-        "Vanilla": class_activation_maps(reference, x, y).cpu().numpy(),
+        method_name(vanilla.config()["method"]): reference_maps,
         run.config()["method"]: class_activation_maps(method, x, y).cpu().numpy(),
     }
     images = (torch.as_tensor(test.images).float() / 255).numpy()

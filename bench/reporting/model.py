@@ -1,7 +1,7 @@
 """The table model: what a table says, before any renderer decides how it looks.
 
 Renderers (LaTeX, Markdown, CSV) only format what is here; every number, every bold mark and
-every bracket is decided by the builders in :mod:`.tables`.
+every bracket is decided by the builders (:mod:`.accuracy`, :mod:`.classwise`, :mod:`.cost`, ...).
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ class Cell:
 
     ``delta`` is the ``--ours`` method's gain (>0) or loss (<0) against the best other method
     of the row; ``flag`` marks a paper comparison whose difference exceeds the combined std;
-    ``ratio`` is a cost relative to Vanilla; ``unit`` follows the mean (" s", " MB").
+    ``ratio`` is a cost relative to the paper's baseline (Vanilla); ``unit`` follows the mean
+    (" s", " MB").
     """
 
     mean: float | None = None
@@ -58,7 +59,7 @@ class Row:
 
 @dataclass
 class Table:
-    name: str  # "synthetic", "real", "bar-classwise", "cost", "other"
+    name: str  # the registered table that built it: "synthetic", "bar-classwise", "cost", ...
     title: str
     caption: str
     row_headers: tuple[str, ...]

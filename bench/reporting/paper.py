@@ -1,11 +1,14 @@
-"""The paper's published numbers, shipped in ``results/reference/`` (package data).
+"""The paper's reference, shipped in ``results/reference/`` (package data): one YAML per paper.
 
-One YAML file per paper; cells are ``[mean, std]`` in percent as printed. Keys are the
-registry's dataset and method names, so a paper's numbers line up with our runs directly.
+It holds the paper's published numbers (parsed here into :class:`PaperNumbers`; cells are
+``[mean, std]`` in percent as printed) and what its tables look like (parsed by
+:mod:`debias_bench.reporting.layout`). Keys are the registry's dataset and method names, so a
+paper's numbers line up with our runs directly.
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -15,6 +18,7 @@ import yaml
 
 from debias_bench.errors import ConfigError
 
+#: the paper this harness reproduces: its layout shapes every report, its numbers are compared
 DEFAULT_PAPER = "etf_debias_cvpr2024"
 #: the repository copy, used when the package data is not installed (an editable checkout)
 _REPO_REFERENCE = Path(__file__).resolve().parents[2] / "results" / "reference"
@@ -24,6 +28,8 @@ Stat = tuple[float, float]
 
 @dataclass
 class PaperNumbers:
+    """The numbers a paper printed, with where they come from and how they were produced."""
+
     name: str
     source: str
     protocol: str
@@ -78,5 +84,14 @@ def parse_paper(data: dict[str, Any]) -> PaperNumbers:
     return paper
 
 
+@functools.cache
+def reference_data(name: str = DEFAULT_PAPER) -> dict[str, Any]:
+    """A paper's reference YAML, parsed once per process (read it, never change it)."""
+    data = yaml.safe_load(_reference_text(name))
+    if not isinstance(data, dict):
+        raise ConfigError(f"reference {name!r} is not a YAML mapping")
+    return data
+
+
 def load_paper(name: str = DEFAULT_PAPER) -> PaperNumbers:
-    return parse_paper(yaml.safe_load(_reference_text(name)))
+    return parse_paper(reference_data(name))

@@ -15,11 +15,28 @@ import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from debias_bench.reporting.grouping import check_cells
 from debias_bench.reporting.layout import dataset_name, method_name, method_order
+from debias_bench.reporting.options import ReportOptions
 from debias_bench.reporting.paper import PaperNumbers
-from debias_bench.reporting.tables import ReportOptions, ratio_curves
+from debias_bench.reporting.runs import finished
+from debias_bench.reporting.stats import seed_stats
 
 FORMATS = ("png", "pdf")
+
+
+def ratio_curves(records: pd.DataFrame, opts: ReportOptions) -> pd.DataFrame:
+    """mean, std, n of the metric per (protocol, preset, dataset, method, ratio)."""
+    done = finished(records, opts).copy()
+    done["protocol"] = done["protocol"].fillna("?")
+    done["preset"] = done["preset"].fillna("?")
+    keys = ["protocol", "preset", "dataset", "method", "ratio"]
+    check_cells(done, keys)
+    rows = []
+    for key, group in done.groupby(keys):
+        mean, std, n = seed_stats(group[opts.metric])
+        rows.append({**dict(zip(keys, key, strict=True)), "mean": mean, "std": std, "n": n})
+    return pd.DataFrame(rows, columns=[*keys, "mean", "std", "n"])
 
 
 def _figure(

@@ -20,8 +20,9 @@ import pandas as pd
 from debias_bench.errors import CorruptDataError
 from debias_bench.reporting.format import listed_notes, number, ratio_text
 from debias_bench.reporting.model import Cell, Column, Table
+from debias_bench.reporting.options import ReportOptions
 from debias_bench.reporting.paper import PaperNumbers
-from debias_bench.reporting.tables import ReportOptions, run_table, unfinished_notes
+from debias_bench.reporting.runs import run_table, unfinished_notes
 from debias_bench.states import RunState
 from debias_bench.store import RunDir, RunStore
 

@@ -22,14 +22,9 @@ from debias_bench.reporting.layout import (
     method_order,
 )
 from debias_bench.reporting.model import Column, Row, Table
+from debias_bench.reporting.options import ReportOptions
+from debias_bench.reporting.runs import blocks, finished, run_table, unfinished_notes
 from debias_bench.reporting.stats import STATISTIC, seed_stats, value_cell
-from debias_bench.reporting.tables import (
-    ReportOptions,
-    blocks,
-    finished,
-    run_table,
-    unfinished_notes,
-)
 
 #: the table's columns: record column -> header
 SUBPOP_METRICS = {

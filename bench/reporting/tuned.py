@@ -30,8 +30,9 @@ from debias_bench.reporting.layout import (
     method_order,
 )
 from debias_bench.reporting.model import Cell, Column, Row, Table
+from debias_bench.reporting.options import ReportOptions
+from debias_bench.reporting.runs import finished, run_table
 from debias_bench.reporting.stats import STATISTIC, mark_best, seed_stats, value_cell
-from debias_bench.reporting.tables import ReportOptions, finished, run_table
 from debias_bench.states import RunState
 from debias_bench.tune import TUNED_FILE, TunedFile, read_tuned, search_space, valid_split_note
 

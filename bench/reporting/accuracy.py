@@ -1,0 +1,114 @@
+"""Accuracy tables: rows dataset x ratio, columns the methods (the paper's Tables 1 and 2).
+
+Runs of different protocols or presets are never averaged together: each (protocol, preset)
+gets its own table, and the caption says which. Within a table, a cell averages the seeds of one
+configuration only (:func:`~debias_bench.reporting.grouping.check_cells` stops the report when a
+cell's runs differ in anything but the seed, and names a ``--where`` filter).
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from debias_bench.reporting.captions import caption, note_on_test_sets, ratio_label
+from debias_bench.reporting.compare import paper_accuracy_row, paper_rows
+from debias_bench.reporting.grouping import check_cells
+from debias_bench.reporting.layout import (
+    TableLayout,
+    bias_marker,
+    dataset_name,
+    dataset_order,
+    method_name,
+    method_order,
+    table_of,
+)
+from debias_bench.reporting.model import Column, Row, Table
+from debias_bench.reporting.options import ReportOptions
+from debias_bench.reporting.paper import PaperNumbers
+from debias_bench.reporting.runs import (
+    block_meta,
+    block_where,
+    blocks,
+    finished,
+    run_table,
+    seeds_by,
+    states_by,
+    unfinished_notes,
+    values_by,
+)
+from debias_bench.reporting.stats import mark_best, seed_stats, value_cell
+
+KEYS = ["dataset", "ratio", "method"]
+
+
+def accuracy_tables(
+    records: pd.DataFrame,
+    table: TableLayout,
+    opts: ReportOptions,
+    paper: PaperNumbers | None = None,
+) -> list[Table]:
+    """``table``'s datasets (those :func:`~debias_bench.reporting.layout.table_of` sends to it),
+    one table per (protocol, preset)."""
+    runs = run_table(records)
+    done = finished(records, opts)
+    tables = []
+    for protocol, preset, block in blocks(runs):
+        block = block[block["dataset"].map(table_of) == table.id]
+        if block.empty:
+            continue
+        check_cells(block, KEYS, block_where(protocol, preset))
+        rows, datasets, methods, max_n = _rows(block, done, opts, paper)
+        metric = opts.metric.replace("_", " ")
+        what = (
+            f"{opts.split.capitalize()} {metric} (%) on "
+            f"{', '.join(dataset_name(d) for d in datasets)}."
+            + note_on_test_sets(datasets, opts.split)
+        )
+        tables.append(
+            Table(
+                name=table.id,
+                title=table.heading(),
+                caption=caption(what, protocol, preset, opts, max_n, paper, table.label),
+                row_headers=("dataset", "ratio %", "source") if paper else ("dataset", "ratio %"),
+                columns=[Column(m, method_name(m), bias_marker(m)) for m in methods],
+                rows=rows,
+                notes=unfinished_notes(block),
+                display={d: dataset_name(d) for d in datasets},
+                meta=block_meta(protocol, preset, opts),
+            )
+        )
+    return tables
+
+
+def _rows(
+    block: pd.DataFrame, done: pd.DataFrame, opts: ReportOptions, paper: PaperNumbers | None
+) -> tuple[list[Row], list[str], list[str], int]:
+    """(rows, datasets, methods, max n) of one block: a row per (dataset, ratio), and under it
+    the paper's row and the difference when comparing."""
+    bdone = done[done["run_id"].isin(block["run_id"])]
+    values = values_by(bdone, KEYS, opts.metric)
+    states = states_by(block, KEYS)
+    seeds = seeds_by(block, KEYS)
+    max_n = max([seed_stats(v)[2] for v in values.values()] or [0])
+    methods = method_order(block["method"].unique().tolist())
+    datasets = dataset_order(block["dataset"].unique().tolist())
+    rows = []
+    for dataset in datasets:
+        for ratio in sorted(block.loc[block["dataset"] == dataset, "ratio"].unique()):
+            cells = {
+                m: value_cell(
+                    values.get((dataset, ratio, m), []),
+                    states.get((dataset, ratio, m), []),
+                    max(max_n, seeds.get((dataset, ratio, m), 0)),
+                    opts.digits,
+                )
+                for m in methods
+            }
+            mark_best(cells, opts.ours)
+            labels = (dataset, ratio_label(ratio))
+            row = Row((*labels, "ours") if paper else labels, cells, "ours", dataset)
+            rows.append(row)
+            if paper is not None:
+                shown = paper_accuracy_row(paper, dataset, float(ratio), methods, opts)
+                rows += paper_rows(labels, dataset, row, shown)
+    return rows, datasets, methods, max_n

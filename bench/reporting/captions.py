@@ -1,0 +1,61 @@
+"""The captions of the accuracy and class-wise tables: what a cell is and how to read it."""
+
+from __future__ import annotations
+
+from debias_bench.reporting.layout import dataset_name, kind_of_test_set, method_name
+from debias_bench.reporting.options import ReportOptions
+from debias_bench.reporting.paper import PaperNumbers
+from debias_bench.reporting.stats import STATISTIC
+
+
+def ratio_label(ratio: float) -> str:
+    return f"{ratio:.1f}"
+
+
+def note_on_test_sets(datasets: list[str], split: str) -> str:
+    """Which test sets are unbiased and which hold bias-conflicting samples only."""
+    if split != "test":
+        return ""
+    conflicting = [dataset_name(d) for d in datasets if kind_of_test_set(d) == "conflicting"]
+    if not conflicting:
+        return " The test sets are unbiased (balanced over biases)."
+    return f" The test sets of {', '.join(conflicting)} hold bias-conflicting samples only."
+
+
+def caption(
+    what: str,
+    protocol: str,
+    preset: str,
+    opts: ReportOptions,
+    max_n: int,
+    paper: PaperNumbers | None = None,
+    paper_table: str = "",
+) -> str:
+    """``what`` the cells are, then the protocol, statistic, marks and the paper's rows."""
+    parts = [
+        f"{what} Protocol `{protocol}`, preset `{preset}`, model selection `{opts.selection}`.",
+        f"Cells: {STATISTIC}; n = {max_n} seed{'' if max_n == 1 else 's'} unless a cell shows "
+        "its own n.",
+        "Best per row in bold.",
+    ]
+    if opts.ours:
+        parts.append(
+            f"In brackets: {method_name(opts.ours)}'s gain (+) or loss (-) against the best "
+            "other method, from the printed means."
+        )
+    parts.append("(*) and (◇): methods trained with and without bias labels.")
+    parts.append(
+        "Empty cells say why: not run, running, unfinished, failed, skipped by the method, or "
+        "not recorded (finished runs without this selection or metric, e.g. no in-distribution "
+        "validation split: each result.json says why) (runs not in the table are listed below "
+        "it)."
+    )
+    if paper is not None:
+        parts.append(
+            f"Rows `paper`: {paper.short_source()}, {paper_table} ({paper.statistic}; produced "
+            f"with the `{paper.protocol}` code paths; bold and brackets as in the paper, among "
+            "all its methods); rows `diff`: ours - paper, † where "
+            "|diff| exceeds the combined std sqrt(std_ours² + std_paper²) "
+            "(std_ours = 0 for a single seed)."
+        )
+    return " ".join(parts)

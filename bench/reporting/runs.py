@@ -1,0 +1,87 @@
+"""The run records as the table builders read them (pure functions on the tidy DataFrame).
+
+One row per run whatever its state, the finished results of a selection, (protocol, preset)
+blocks that are never averaged together, per-cell values, states and seed counts, and the notes
+on the runs a table leaves out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pandas as pd
+
+from debias_bench.reporting.options import ReportOptions
+from debias_bench.states import RunState
+
+
+def run_table(records: pd.DataFrame) -> pd.DataFrame:
+    """One row per run (its state and cost), whatever its state."""
+    runs = records.drop_duplicates("run_id").copy()
+    runs["protocol"] = runs["protocol"].fillna("?")
+    runs["preset"] = runs["preset"].fillna("?")
+    return runs
+
+
+def finished(records: pd.DataFrame, opts: ReportOptions) -> pd.DataFrame:
+    """The records of done runs under the options' model selection and split."""
+    keep = (
+        (records["state"] == RunState.DONE)
+        & (records["selection"] == opts.selection)
+        & (records["split"] == opts.split)
+    )
+    return records[keep]
+
+
+def blocks(runs: pd.DataFrame) -> Iterator[tuple[str, str, pd.DataFrame]]:
+    """(protocol, preset, runs) groups: numbers from different protocols never mix."""
+    for (protocol, preset), block in runs.groupby(["protocol", "preset"], sort=True):
+        yield str(protocol), str(preset), block
+
+
+def _groups(frame: pd.DataFrame, keys: list[str]) -> Iterator[tuple[Any, pd.DataFrame]]:
+    """groupby that yields a plain key (not a 1-tuple) for a single key column."""
+    for key, group in frame.groupby(keys):
+        yield (key[0] if len(keys) == 1 else key), group
+
+
+def values_by(frame: pd.DataFrame, keys: list[str], column: str) -> dict[Any, list[float]]:
+    return {k: list(g[column]) for k, g in _groups(frame, keys)}
+
+
+def states_by(runs: pd.DataFrame, keys: list[str]) -> dict[Any, list[str]]:
+    return {k: list(g["state"]) for k, g in _groups(runs, keys)}
+
+
+def seeds_by(runs: pd.DataFrame, keys: list[str]) -> dict[Any, int]:
+    return {k: int(g["seed"].nunique()) for k, g in _groups(runs, keys)}
+
+
+def _first_line(text: str, limit: int = 160) -> str:
+    """An error's first line, shortened: the full text is in the run's status.json."""
+    line = text.strip().splitlines()[0]
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+def unfinished_notes(runs: pd.DataFrame) -> list[str]:
+    """A line per run that is not in the table: unfinished, failed, or skipped (and why)."""
+    notes = []
+    for _, run in runs[runs["state"] != RunState.DONE].sort_values("run_id").iterrows():
+        note = run.get("note")
+        reason = f" ({_first_line(note)})" if isinstance(note, str) and note.strip() else ""
+        notes.append(f"{run['run_id']}: {run['state']}{reason}")
+    return notes
+
+
+def block_where(protocol: str, preset: str) -> str:
+    """How an error names the block it is about."""
+    return f" (protocol {protocol}, preset {preset})"
+
+
+def block_meta(protocol: str, preset: str, opts: ReportOptions | None = None) -> dict[str, str]:
+    """A table's metadata (the CSV's columns): its block, and the options of its numbers."""
+    meta = {"protocol": protocol, "preset": preset}
+    if opts is not None:
+        meta.update(selection=opts.selection, split=opts.split, metric=opts.metric)
+    return meta
