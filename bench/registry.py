@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import difflib
 import importlib
-from collections.abc import Callable, Iterator
+import pkgutil
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -35,6 +36,7 @@ class Registry(Generic[T]):
         self.kind = kind
         self._plugins = plugins
         self._entries: dict[str, Entry[T]] = {}
+        self._first: tuple[str, ...] = ()
         self._loaded = plugins is None
 
     def register(
@@ -72,11 +74,17 @@ class Registry(Generic[T]):
     def get(self, name: str) -> T:
         return self.entry(name).obj
 
+    def list_first(self, names: Iterable[str]) -> None:
+        """List these names first, in this order (the built-in package's listing order)."""
+        self._first = tuple(names)
+
     def names(self) -> list[str]:
-        """Names in registration order (a package's modules by name, then plugins); reports
-        apply the paper's order (``debias_bench.reporting.layout``)."""
+        """Names in listing order: those of :meth:`list_first`, then the others as registered
+        (built-ins, then plugins); reports apply the paper's order
+        (``debias_bench.reporting.layout``)."""
         self._load()
-        return list(self._entries)
+        rank = {name: i for i, name in enumerate(self._first)}
+        return sorted(self._entries, key=lambda name: rank.get(name, len(rank)))
 
     def __iter__(self) -> Iterator[Entry[T]]:
         return iter([self._entries[name] for name in self.names()])
@@ -102,6 +110,13 @@ class Registry(Generic[T]):
         message = f"unknown {self.kind} {name!r}; valid names: {', '.join(valid)}"
         hint = f"did you mean {close[0]!r}?" if close else f"run `bench list {self.kind}s`"
         return message, hint
+
+
+def import_modules(package: str, path: Iterable[str]) -> None:
+    """Import every module of ``package`` (whose ``__path__`` is ``path``), by name; each
+    registers its entries when imported."""
+    for module in sorted(m.name for m in pkgutil.iter_modules(list(path))):
+        importlib.import_module(f"{package}.{module}")
 
 
 METHODS: Registry[Any] = Registry("method", "debias_bench.methods")
