@@ -1,4 +1,4 @@
-"""Command-line interface: ``bench run | status | report | list | data``."""
+"""Command-line interface: ``bench run | status | report | list | data | ...``."""
 
 from __future__ import annotations
 
@@ -31,6 +31,9 @@ class Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The whole command line; every ``choices=`` and help text that lists registered names
+    (methods, datasets, launchers, trackers, presets, ...) reads its registry now, so call it
+    after :func:`import_plugins`."""
     parser = Parser(prog="bench", description="Benchmark harness for debiasing methods.")
     sub = parser.add_subparsers(dest="command", required=True)  # subparsers are Parsers too
     for command in COMMANDS:
@@ -40,9 +43,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     try:
+        # BENCH_PLUGINS first: their methods, datasets, launchers (with their flags), ... are
+        # valid choices and appear in --help; a broken plugin is an error, also for --help
+        import_plugins()
         args = build_parser().parse_args(argv)
-        import_plugins()  # BENCH_PLUGINS: the user's own methods and datasets
-        return args.func(args)
+        return int(args.func(args))
     except BenchError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

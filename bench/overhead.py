@@ -21,6 +21,7 @@ from pathlib import Path
 from debias_bench.engine import DataPlace, load_data
 from debias_bench.grid import Grid, expand
 from debias_bench.launchers import LiveSummary, schedule
+from debias_bench.launchers.factories import LaunchContext
 from debias_bench.launchers.local import LocalLauncher
 from debias_bench.launchers.slots import plan_slots
 from debias_bench.states import RunState
@@ -66,7 +67,7 @@ def measure(mode: str, runs: int, place: DataPlace, out: Path) -> Overhead:
     configs, _ = expand(tiny_grid(runs))
     store = RunStore(out)
     started = time.perf_counter()
-    launcher = LocalLauncher(store, place, plan_slots(1, []), warm=mode == "warm")
+    launcher = LocalLauncher(LaunchContext(store, place), plan_slots(1, []), warm=mode == "warm")
     sweep = schedule(launcher, configs, store, live=LiveSummary(runs, io.StringIO()))
     wall = time.perf_counter() - started
     train = sum((o.result or {}).get("train_time_s", 0.0) for o in sweep.outcomes)

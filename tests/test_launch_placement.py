@@ -4,7 +4,6 @@ worker is pinned to one device, CPU workers share the cores; and the scheduler's
 
 from __future__ import annotations
 
-import argparse
 import io
 from collections import Counter
 from typing import ClassVar
@@ -15,8 +14,8 @@ from planted import finish_running
 from debias_bench.config import make_config
 from debias_bench.errors import ConfigError
 from debias_bench.launchers import local as local_module
-from debias_bench.launchers.factories import local_slots
-from debias_bench.launchers.local import LocalLauncher
+from debias_bench.launchers.factories import LaunchContext
+from debias_bench.launchers.local import LocalLauncher, local_slots
 from debias_bench.launchers.scheduler import Ended, Launcher, LiveSummary, schedule
 from debias_bench.launchers.slots import SlotPool, plan_slots, visible_gpus
 from debias_bench.provenance import config_json
@@ -100,13 +99,12 @@ def test_sweep_on_fake_gpus_3_and_5_never_exceeds_two_per_device(tmp_path, monke
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,5")
     monkeypatch.setattr("torch.cuda.is_available", lambda: True)
     monkeypatch.setattr("torch.cuda.device_count", lambda: 2)
-    args = argparse.Namespace(device="auto", workers=None, jobs_per_gpu=2)
-    slots = local_slots(args)
+    slots = local_slots("auto", workers=None, jobs_per_gpu=2)
     assert sorted(s.gpu for s in slots) == ["3", "3", "5", "5"]
 
     store = RunStore(tmp_path / "runs")
     configs = [make_config("vanilla", "toy", 20, seed) for seed in range(11)]
-    launcher = LocalLauncher(store, toy_place, slots)
+    launcher = LocalLauncher(LaunchContext(store, toy_place), slots)
     launcher.poll_interval_s = 0
     sweep = schedule(launcher, configs, store, live=LiveSummary(11, io.StringIO()))
     assert [o.state for o in sweep.outcomes] == ["done"] * 11
@@ -181,7 +179,11 @@ def test_no_retry_without_the_flag_and_fail_fast_stops(tmp_path):
 
 
 def test_slurm_resources_per_dataset(tmp_path):
-    from debias_bench.launchers.slurm import executor_parameters, load_resources, time_minutes
+    from debias_bench.launchers.slurm_resources import (
+        executor_parameters,
+        load_resources,
+        time_minutes,
+    )
 
     assert [time_minutes(t) for t in ("90", "1:30:00", "2-00:00:00", "30:00")] == [90, 90, 2880, 30]
     with pytest.raises(ConfigError):

@@ -20,10 +20,13 @@ from debias_bench.config import make_config
 from debias_bench.engine import train_run
 from debias_bench.launchers import LiveSummary, schedule
 from debias_bench.launchers import forkserver as warm
+from debias_bench.launchers.factories import LaunchContext
+from debias_bench.launchers.job import WorkerJob
 from debias_bench.launchers.local import LocalLauncher
 from debias_bench.launchers.plugins import plugins_for
+from debias_bench.launchers.process import WorkerProcess
 from debias_bench.launchers.slots import plan_slots
-from debias_bench.launchers.worker import WorkerJob, WorkerProcess, end_children
+from debias_bench.launchers.worker import end_children
 from debias_bench.store import RunStore
 
 TINY = {"steps": 12, "eval_every": 6, "batch_size": 64, "num_threads": 1}
@@ -37,7 +40,7 @@ def test_warm_workers_give_the_numbers_of_a_fresh_run_each_in_its_own_process(tm
         make_config("vanilla", "toy", 20, seed, protocol="clean", overrides=TINY) for seed in (0, 1)
     ]
     store = RunStore(tmp_path / "warm")
-    launcher = LocalLauncher(store, toy_place, plan_slots(2, [], cores=2), warm=True)
+    launcher = LocalLauncher(LaunchContext(store, toy_place), plan_slots(2, [], cores=2), warm=True)
     launcher.poll_interval_s = 0.05
     sweep = schedule(launcher, configs, store, live=LiveSummary(2, io.StringIO()))
     assert [o.state for o in sweep.outcomes] == ["done", "done"], sweep.outcomes

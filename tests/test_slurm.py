@@ -17,7 +17,7 @@ import pytest
 from test_launch_local import bench_args, statuses
 
 from debias_bench.commands.status import collect
-from debias_bench.launchers.slurm import slurm_available
+from debias_bench.launchers.slurm_queue import slurm_available
 from debias_bench.store import RunStore
 
 WHY_NOT = slurm_available()

@@ -1,8 +1,9 @@
-"""`bench list`: registered methods, datasets, presets and trackers with their metadata."""
+"""`bench list`: what is registered (built-in and from ``BENCH_PLUGINS``), with its metadata."""
 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 
 from tabulate import tabulate
 
@@ -10,71 +11,112 @@ from debias_bench.config import PRESETS
 from debias_bench.registry import DATASETS, METHODS
 
 
-def cmd_list(args: argparse.Namespace) -> int:
-    if args.what == "methods":
-        rows = [
+def _table(rows: list[list[object]], headers: list[str]) -> str:
+    return tabulate(rows, headers=headers, tablefmt="github")
+
+
+def list_methods() -> str:
+    rows: list[list[object]] = [
+        [
+            e.name,
+            e.display_name,
+            "yes" if e.meta.get("needs_bias_labels") else "no",
+            e.meta.get("cost", ""),
+            e.citation,
+        ]
+        for e in METHODS
+    ]
+    return _table(rows, ["name", "paper name", "bias labels", "cost", "citation"])
+
+
+def list_datasets() -> str:
+    rows: list[list[object]] = []
+    for e in DATASETS:
+        s = e.obj.spec
+        rows.append(
             [
                 e.name,
                 e.display_name,
-                "yes" if e.meta.get("needs_bias_labels") else "no",
-                e.meta.get("cost", ""),
+                s.num_classes,
+                s.num_biases,
+                ", ".join(f"{r:g}" for r in s.ratios),
+                f"{s.image_size[0]}px",
+                s.backbone,
+                s.test_kind,
                 e.citation,
             ]
-            for e in METHODS
-        ]
-        print(
-            tabulate(
-                rows,
-                headers=["name", "paper name", "bias labels", "cost", "citation"],
-                tablefmt="github",
-            )
         )
-    elif args.what == "datasets":
-        rows = []
-        for e in DATASETS:
-            s = e.obj.spec
-            rows.append(
-                [
-                    e.name,
-                    e.display_name,
-                    s.num_classes,
-                    s.num_biases,
-                    ", ".join(f"{r:g}" for r in s.ratios),
-                    f"{s.image_size[0]}px",
-                    s.backbone,
-                    s.test_kind,
-                    e.citation,
-                ]
-            )
-        print(
-            tabulate(
-                rows,
-                headers=[
-                    "name",
-                    "paper name",
-                    "classes",
-                    "biases",
-                    "ratios %",
-                    "size",
-                    "backbone",
-                    "test set",
-                    "source",
-                ],
-                tablefmt="github",
-            )
-        )
-    elif args.what == "trackers":
-        from debias_bench.tracking import TRACKERS
+    headers = ["name", "paper name", "classes", "biases", "ratios %", "size", "backbone"]
+    return _table(rows, [*headers, "test set", "source"])
 
-        rows = [[e.name, e.display_name, f'pip install -e ".[{e.obj.extra}]"'] for e in TRACKERS]
-        print(tabulate(rows, headers=["name", "--track", "install"], tablefmt="github"))
-    else:
-        for name, values in PRESETS.items():
-            print(f"{name:8s} {values or '(method defaults: the official configurations)'}")
+
+def list_presets() -> str:
+    return "\n".join(
+        f"{name:8s} {values or '(method defaults: the official configurations)'}"
+        for name, values in PRESETS.items()
+    )
+
+
+def list_trackers() -> str:
+    from debias_bench.tracking import TRACKERS
+
+    rows: list[list[object]] = [
+        [e.name, e.display_name, f'pip install -e ".[{e.obj.extra}]"'] for e in TRACKERS
+    ]
+    return _table(rows, ["name", "--track", "install"])
+
+
+def launcher_flags(add_arguments: Callable[[argparse._ArgumentGroup], None]) -> list[str]:
+    """The flags a launcher declares (``Launchable.add_arguments``), read from a scratch parser."""
+    group = argparse.ArgumentParser(add_help=False).add_argument_group()
+    add_arguments(group)
+    return [action.option_strings[0] for action in group._group_actions if action.option_strings]
+
+
+def list_launchers() -> str:
+    from debias_bench.launchers.factories import LAUNCHERS
+    from debias_bench.launchers.plugins import origin
+
+    rows: list[list[object]] = [
+        [
+            e.name,
+            e.display_name,
+            " ".join(launcher_flags(e.obj.add_arguments)),
+            origin(e.obj.__module__),
+        ]
+        for e in LAUNCHERS
+    ]
+    return _table(rows, ["--launcher", "runs execute", "its flags", "from"])
+
+
+def list_selections() -> str:
+    from debias_bench.metrics import REQUIRED_SELECTIONS, SELECTED_BY, SELECTIONS
+
+    rows: list[list[object]] = []
+    for name in SELECTIONS:
+        split, metric = SELECTED_BY.get(name, ("", ""))
+        picks = f"max {split} {metric}" if split else "the final evaluation"
+        rows.append([name, picks, "yes" if name in REQUIRED_SELECTIONS else "newer runs"])
+    return _table(rows, ["--selection", "picks the evaluation with", "in every result"])
+
+
+#: what `bench list WHAT` prints; the registries are read when it runs (plugins included)
+LISTS: dict[str, Callable[[], str]] = {
+    "methods": list_methods,
+    "datasets": list_datasets,
+    "presets": list_presets,
+    "trackers": list_trackers,
+    "launchers": list_launchers,
+    "selections": list_selections,
+}
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    print(LISTS[args.what]())
     return 0
 
 
 def add(sub: argparse._SubParsersAction) -> None:
-    lst = sub.add_parser("list", help="registered methods, datasets, presets or trackers")
-    lst.add_argument("what", choices=["methods", "datasets", "presets", "trackers"])
+    lst = sub.add_parser("list", help=f"what is registered: {', '.join(LISTS)}")
+    lst.add_argument("what", choices=list(LISTS))
     lst.set_defaults(func=cmd_list)

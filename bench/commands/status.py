@@ -33,7 +33,7 @@ def _queue(job_ids: set[str]) -> dict[str, str]:
     """SLURM states of ``job_ids`` that are still queued or running ({} without SLURM)."""
     if not job_ids or not shutil.which("squeue"):
         return {}
-    from debias_bench.launchers.slurm import queue_label, squeue_states
+    from debias_bench.launchers.slurm_queue import queue_label, squeue_states
 
     states = squeue_states() or {}
     return {j: queue_label(states[j]) for j in job_ids if j in states}

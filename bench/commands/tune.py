@@ -44,7 +44,8 @@ from debias_bench.tune import (
 )
 
 from .common import MAX_SEED, floats, fmt, ints, number
-from .run import config_args, execute, execution_args
+from .execute import execute, execution_args
+from .run import config_args
 
 #: the most trials per cell a command line may ask for (a typo beyond)
 MAX_TRIALS = 10_000

@@ -1,138 +1,117 @@
-"""The launchers `bench run --launcher NAME` can build, registered like methods and datasets.
+"""The launchers `bench run --launcher NAME` can pick, registered like methods and datasets.
 
-Each entry builds its launcher from the parsed command line and a :class:`LaunchContext`; its
-metadata says how the sweep treats it (``where``: the phrase the start line prints;
-``catches_sigint``: Ctrl-C goes to the running run itself, not to the sweep; ``kill_on_second
-_signal``: a second SIGTERM/SIGINT kills its workers at once). A new launcher is one more
-registered function, not another branch in the CLI.
+A launcher the command line can build is a :class:`Launchable`: a :class:`Launcher` that
+declares its own flags (:meth:`Launchable.add_arguments`, shown under its name in
+``bench run --help``) and builds itself from the parsed command line and a
+:class:`LaunchContext` (:meth:`Launchable.from_args`). :func:`register_launcher` puts it in
+:data:`LAUNCHERS` with the metadata the sweep needs (``where``: the phrase the start line
+prints; ``catches_sigint``: Ctrl-C goes to the running run itself, not to the sweep;
+``kill_on_second_signal``: a second SIGTERM/SIGINT kills its runs at once). A plugin module
+named in ``BENCH_PLUGINS`` registers one the same way; a new launcher is one more class, not
+another branch in the CLI.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
+from abc import abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
-from debias_bench.engine import DataPlace, Progress, resolve_device
-from debias_bench.errors import ConfigError
+from debias_bench.engine import DataPlace, Progress
 from debias_bench.registry import Registry
 from debias_bench.store import RunStore
 from debias_bench.tracking import TrackSpec
 
+from .job import WorkerJob
 from .scheduler import Launcher, Task
-from .slots import Slot, plan_slots, visible_gpus
 
 
 @dataclass(frozen=True)
 class LaunchContext:
-    """What every launcher gets besides the command line."""
+    """What every launcher gets besides its own flags: the shared flags of ``bench run``
+    (``--device``, ``--max-attempts``, ``--timeout``, ``--grace``, ``--track``) and the
+    sweep's callbacks."""
 
     store: RunStore
     place: DataPlace
-    timeout_s: float | None
-    should_stop: Callable[[], bool]  # the sweep was asked to stop (a signal)
-    on_submitted: Callable[[dict[str, str]], None]  # run id -> cluster job id
-    progress: Callable[[Task], Progress]  # a progress display for a run in this process
+    device: str = "auto"  # --device as given: auto | cpu | cuda | cuda:N
+    max_attempts: int = 3
+    timeout_s: float | None = None
+    grace_s: float = 30.0  # a stopped run's time to checkpoint before SIGKILL
+    should_stop: Callable[[], bool] = lambda: False  # the sweep was asked to stop (a signal)
+    on_submitted: Callable[[dict[str, str]], None] = lambda jobs: None  # run id -> job id
+    progress: Callable[[Task], Progress] = lambda task: Progress()  # a display, in process
     track: tuple[TrackSpec, ...] = ()  # experiment trackers every run is sent to
 
+    def worker_job(self, task: Task, device: str = "cpu", **status_fields: Any) -> WorkerJob:
+        """What a worker process needs to run ``task`` into this sweep's store (see
+        :mod:`.worker`); ``status_fields`` go into the run's ``status.json``."""
+        return WorkerJob.for_run(
+            task.config,
+            self.store.root,
+            self.place,
+            device=device,
+            max_attempts=self.max_attempts,
+            track=self.track,
+            status_fields=status_fields,
+        )
 
-Factory = Callable[[argparse.Namespace, LaunchContext], Launcher]
 
-LAUNCHERS: Registry[Factory] = Registry("launcher")
+class Launchable(Launcher):
+    """A launcher that ``bench run --launcher NAME`` builds from its command line."""
+
+    @classmethod
+    def add_arguments(cls, group: argparse._ArgumentGroup) -> None:
+        """Declare this launcher's own flags in ``group`` (its section of ``--help``; the flag
+        names are shared with every other command-line flag of ``bench run``). None by
+        default."""
+
+    @classmethod
+    @abstractmethod
+    def from_args(cls, args: argparse.Namespace, ctx: LaunchContext) -> Launcher:
+        """The launcher for the parsed command line: check its flags (a
+        :class:`~debias_bench.errors.ConfigError` names the problem and the fix) and build."""
 
 
-@LAUNCHERS.register(
-    "inline",
-    display_name="in this process, one run after another",
-    where="in this process on {device}",
-    catches_sigint=True,
-    kill_on_second_signal=False,
+LAUNCHERS: Registry[type[Launchable]] = Registry(
+    "launcher", "debias_bench.launchers.builtin", order=("inline", "local", "slurm")
 )
-def inline(args: argparse.Namespace, ctx: LaunchContext) -> Launcher:
-    from .inline import InlineLauncher
 
-    if ctx.timeout_s:
-        raise ConfigError("--timeout needs --launcher local or slurm (a run in a process)")
-    return InlineLauncher(
-        ctx.store,
-        ctx.place,
-        resolve_device(args.device),
-        progress=ctx.progress,
-        should_stop=ctx.should_stop,
-        max_attempts=args.max_attempts,
-        track=ctx.track,
-    )
+L = TypeVar("L", bound=type[Launchable])
 
 
-@LAUNCHERS.register(
-    "local",
-    display_name="worker processes on this machine (CPU or GPU slots)",
-    where="on {parallelism} local worker(s)",
-    catches_sigint=False,
-    kill_on_second_signal=True,
-)
-def local(args: argparse.Namespace, ctx: LaunchContext) -> Launcher:
-    from .local import LocalLauncher
+def register_launcher(
+    name: str,
+    *,
+    display_name: str,
+    where: str = "on {parallelism} worker(s)",
+    catches_sigint: bool = False,
+    kill_on_second_signal: bool = True,
+) -> Callable[[L], L]:
+    """Class decorator: register a :class:`Launchable` as ``--launcher name``.
 
-    return LocalLauncher(
-        ctx.store,
-        ctx.place,
-        local_slots(args),
-        max_attempts=args.max_attempts,
-        timeout_s=ctx.timeout_s,
-        grace_s=args.grace,
-        track=ctx.track,
-    )
+    ``display_name``: one line for ``--help`` and ``bench list launchers``; ``where``: how the
+    start line says where runs execute (``{device}``: ``--device``, ``{parallelism}``: its
+    :meth:`~Launcher.parallelism`); ``catches_sigint``: it runs in the ``bench`` process and
+    handles Ctrl-C itself; ``kill_on_second_signal``: a second signal kills its runs at once
+    (the first asks them to checkpoint)."""
 
+    def decorator(cls: L) -> L:
+        if not (isinstance(cls, type) and issubclass(cls, Launchable)):
+            raise TypeError(
+                f"launcher {name!r}: {cls!r} is not a subclass of "
+                "debias_bench.launchers.factories.Launchable"
+            )
+        LAUNCHERS.register(
+            name,
+            display_name=display_name,
+            where=where,
+            catches_sigint=catches_sigint,
+            kill_on_second_signal=kill_on_second_signal,
+        )(cls)
+        cls.name = name  # what its runs record as their launcher
+        return cls
 
-@LAUNCHERS.register(
-    "slurm",
-    display_name="SLURM jobs through submitit",
-    where="on SLURM",
-    catches_sigint=False,
-    kill_on_second_signal=False,
-)
-def slurm(args: argparse.Namespace, ctx: LaunchContext) -> Launcher:
-    from .slurm import SlurmLauncher, load_resources, slurm_available
-
-    flags = {
-        "partition": args.partition,
-        "time": args.time,
-        "gpus": args.gpus_per_run,
-        "cpus": args.cpus_per_run,
-        "mem": args.mem_per_run,
-    }
-    resources = load_resources(args.resources, {k: v for k, v in flags.items() if v is not None})
-    why = slurm_available()
-    if why:
-        raise ConfigError(f"--launcher slurm: {why}", hint="scripts/slurm_local_cluster.sh")
-    return SlurmLauncher(
-        ctx.store,
-        ctx.place,
-        resources,
-        array_parallelism=args.array_parallelism,
-        max_attempts=args.max_attempts,
-        timeout_s=ctx.timeout_s,
-        on_submitted=ctx.on_submitted,
-        track=ctx.track,
-    )
-
-
-def local_slots(args: argparse.Namespace) -> list[Slot]:
-    """The local launcher's slots for ``--device``, ``--workers`` and ``--jobs-per-gpu``."""
-    import torch
-
-    device = args.device
-    if device == "auto":
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    gpus: list[str] = []
-    if device.startswith("cuda"):
-        resolve_device(device)  # a clear error when no GPU is visible
-        gpus = visible_gpus(os.environ.get("CUDA_VISIBLE_DEVICES"), torch.cuda.device_count())
-        if ":" in device:
-            index = int(device.split(":", 1)[1])
-            if index >= len(gpus):
-                raise ConfigError(f"--device {device}: only {len(gpus)} GPU(s) visible")
-            gpus = [gpus[index]]
-    return plan_slots(args.workers, gpus, args.jobs_per_gpu)
+    return decorator

@@ -12,45 +12,46 @@ A ``kill -9`` of the process leaves the run ``dead``; a plain rerun resumes it.
 
 from __future__ import annotations
 
+import argparse
 import signal
 import sys
 import threading
-from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 
-from debias_bench.engine import DataPlace, Interrupted, Progress
+from debias_bench.engine import Interrupted, resolve_device
+from debias_bench.errors import ConfigError
 from debias_bench.states import RunState
-from debias_bench.store import RunStore
 from debias_bench.sweep import run_one, worker_identity
-from debias_bench.tracking import TrackSpec
 
+from .factories import Launchable, LaunchContext, register_launcher
 from .scheduler import Ended, Launcher, Task
 
 
-class InlineLauncher(Launcher):
-    name = "inline"
+@register_launcher(
+    "inline",
+    display_name="in this process, one run after another",
+    where="in this process on {device}",
+    catches_sigint=True,
+    kill_on_second_signal=False,
+)
+class InlineLauncher(Launchable):
     poll_interval_s = 0.0
 
-    def __init__(
-        self,
-        store: RunStore,
-        place: DataPlace,
-        device: torch.device,
-        progress: Callable[[Task], Progress],
-        should_stop: Callable[[], bool],
-        max_attempts: int = 3,
-        track: Sequence[TrackSpec] = (),
-    ) -> None:
-        self.store, self.place, self.device = store, place, device
-        self.progress, self.should_stop = progress, should_stop
-        self.max_attempts, self.track = max_attempts, track
+    def __init__(self, ctx: LaunchContext, device: torch.device) -> None:
+        self.ctx, self.device = ctx, device
         self.ended: list[Ended] = []
         #: SIGINT once Ctrl-C asked the sweep to stop (the scheduler reads it)
         self.stop_signal: int | None = None
         self._catching = False
         self._previous_handler: Any = None
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace, ctx: LaunchContext) -> Launcher:
+        if ctx.timeout_s:
+            raise ConfigError("--timeout needs --launcher local or slurm (a run in a process)")
+        return cls(ctx, resolve_device(ctx.device))
 
     def free(self) -> int:
         return 1
@@ -77,15 +78,15 @@ class InlineLauncher(Launcher):
             try:
                 outcome = run_one(
                     task.config,
-                    self.store,
-                    self.place,
+                    self.ctx.store,
+                    self.ctx.place,
                     self.device,
-                    self.progress(task),
+                    self.ctx.progress(task),
                     retry_failed=True,  # the scheduler decided
-                    should_stop=lambda step: self.should_stop() or self.stop_signal is not None,
-                    max_attempts=self.max_attempts,
+                    should_stop=lambda step: self.ctx.should_stop() or self.stop_signal is not None,
+                    max_attempts=self.ctx.max_attempts,
                     status_fields={**worker_identity(), "launcher": self.name},
-                    track=self.track,
+                    track=self.ctx.track,
                 )
             except Interrupted as exc:
                 self.ended.append(Ended(task, RunState.INTERRUPTED, str(exc)))

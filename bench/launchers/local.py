@@ -10,19 +10,24 @@ Workers are warm (forked from a server that has imported torch and the plugins o
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import argparse
+import os
 from dataclasses import dataclass
 
-from debias_bench.engine import DataPlace
+from debias_bench.engine import resolve_device
+from debias_bench.errors import ConfigError
 from debias_bench.states import RunState
-from debias_bench.store import RunStore
-from debias_bench.tracking import TrackSpec
 
 from . import forkserver
-from .plugins import env_plugins, plugins_for
+from .factories import Launchable, LaunchContext, register_launcher
+from .job import WorkerJob
+from .plugins import env_plugins
+from .process import WorkerProcess
 from .scheduler import Ended, Launcher, Task
-from .slots import Slot, SlotPool
-from .worker import WorkerJob, WorkerProcess
+from .slots import Slot, SlotPool, plan_slots, visible_gpus
+
+#: the most workers or runs per GPU a flag may ask for: far beyond any machine, short of a typo
+MAX_WORKERS = 1024
 
 
 @dataclass
@@ -32,28 +37,41 @@ class _Active:
     worker: WorkerProcess
 
 
-class LocalLauncher(Launcher):
-    name = "local"
-
-    def __init__(
-        self,
-        store: RunStore,
-        place: DataPlace,
-        slots: list[Slot],
-        max_attempts: int = 3,
-        timeout_s: float | None = None,
-        grace_s: float = 30.0,
-        warm: bool = True,
-        track: Sequence[TrackSpec] = (),
-    ) -> None:
-        self.store, self.place = store, place
-        self.pool = SlotPool(slots)
-        self.max_attempts, self.track = max_attempts, track
-        self.timeout_s, self.grace_s = timeout_s, grace_s
+@register_launcher(
+    "local",
+    display_name="worker processes on this machine (CPU or GPU slots)",
+    where="on {parallelism} local worker(s)",
+)
+class LocalLauncher(Launchable):
+    def __init__(self, ctx: LaunchContext, slots: list[Slot], warm: bool = True) -> None:
+        self.ctx, self.pool = ctx, SlotPool(slots)
         self.running: dict[str, _Active] = {}
         self.warm = warm and forkserver.available()
         if self.warm:  # the server imports while the sweep plans its runs
             forkserver.warm_context(env_plugins())
+
+    @classmethod
+    def add_arguments(cls, group: argparse._ArgumentGroup) -> None:
+        from debias_bench.commands.common import number  # the CLI's range-checked types
+
+        group.add_argument(
+            "--workers",
+            type=number("int", 1, MAX_WORKERS),
+            help="local: worker processes (default: every GPU slot, or 1 on CPU)",
+        )
+        group.add_argument(
+            "--jobs-per-gpu",
+            type=number("int", 1, MAX_WORKERS),
+            default=1,
+            help="local: runs sharing one GPU (default 1)",
+        )
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace, ctx: LaunchContext) -> Launcher:
+        from debias_bench.preflight import check_worker_imports
+
+        check_worker_imports(cls.name)  # torchvision, once here rather than in every worker
+        return cls(ctx, local_slots(ctx.device, args.workers, args.jobs_per_gpu))
 
     def free(self) -> int:
         return self.pool.free()
@@ -62,21 +80,8 @@ class LocalLauncher(Launcher):
         return len(self.pool.slots)
 
     def job(self, task: Task, slot: Slot) -> WorkerJob:
-        plugins, paths = plugins_for([task.config])
-        return WorkerJob(
-            config=task.config.to_json(),
-            out=str(self.store.root.resolve()),
-            raw_root=str(self.place.raw_root),
-            data_root=str(self.place.data_root),
-            device=slot.device,
-            # the scheduler retries only what may be retried: let the worker agree
-            retry_failed=True,
-            max_attempts=self.max_attempts,
-            plugins=plugins,
-            sys_path=paths,
-            status_fields={"gpu": slot.gpu, "slot": slot.index, "launcher": self.name},
-            track=[spec.key for spec in self.track],
-            planned_id=task.run_id,
+        return self.ctx.worker_job(
+            task, slot.device, gpu=slot.gpu, slot=slot.index, launcher=self.name
         )
 
     def start(self, tasks: list[Task]) -> None:
@@ -84,7 +89,9 @@ class LocalLauncher(Launcher):
             slot = self.pool.acquire()
             assert slot is not None, "start() called with more tasks than free() slots"
             job = self.job(task, slot)
-            worker = WorkerProcess(job, slot.env(), self.timeout_s, self.grace_s, warm=self.warm)
+            worker = WorkerProcess(
+                job, slot.env(), self.ctx.timeout_s, self.ctx.grace_s, warm=self.warm
+            )
             self.running[task.run_id] = _Active(task, slot, worker)
 
     def poll(self) -> list[Ended]:
@@ -110,3 +117,21 @@ class LocalLauncher(Launcher):
     def close(self) -> None:
         for active in self.running.values():
             active.worker.kill()
+
+
+def local_slots(device: str, workers: int | None, jobs_per_gpu: int = 1) -> list[Slot]:
+    """The local launcher's slots for ``--device``, ``--workers`` and ``--jobs-per-gpu``."""
+    import torch
+
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    gpus: list[str] = []
+    if device.startswith("cuda"):
+        resolve_device(device)  # a clear error when no GPU is visible
+        gpus = visible_gpus(os.environ.get("CUDA_VISIBLE_DEVICES"), torch.cuda.device_count())
+        if ":" in device:
+            index = int(device.split(":", 1)[1])
+            if index >= len(gpus):
+                raise ConfigError(f"--device {device}: only {len(gpus)} GPU(s) visible")
+            gpus = [gpus[index]]
+    return plan_slots(workers, gpus, jobs_per_gpu)

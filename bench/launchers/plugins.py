@@ -130,6 +130,12 @@ def _import_file(path: Path) -> str:
     return name
 
 
+def origin(module: str) -> str:
+    """Where a registered object's module came from: the plugin file it was loaded from, or
+    its module name."""
+    return _FROM_PATH.get(module, module)
+
+
 def _import_root(module: str) -> str | None:
     """The sys.path entry from which ``module`` was imported."""
     file = getattr(sys.modules.get(module), "__file__", None)

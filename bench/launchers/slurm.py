@@ -19,167 +19,27 @@ the sweep's manifest and, once it starts, in the run's ``status.json``.
 
 from __future__ import annotations
 
-import getpass
+import argparse
 import os
-import re
-import shutil
-import subprocess
 import time
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from debias_bench.engine import DataPlace
 from debias_bench.errors import ConfigError
 from debias_bench.provenance import config_json
-from debias_bench.registry import DATASETS
 from debias_bench.states import FailReason, RunState
-from debias_bench.store import RunStore
-from debias_bench.tracking import TrackSpec
 
-from .plugins import import_plugins, plugins_for
+from .factories import Launchable, LaunchContext, register_launcher
+from .job import WorkerJob
+from .plugins import import_plugins
+from .process import WorkerProcess
 from .scheduler import Ended, Launcher, Task
 from .slots import THREAD_VARS
-from .worker import WorkerJob, WorkerProcess
+from .slurm_queue import queue_label, slurm_available, squeue_states
+from .slurm_resources import Resources, ResourceTable, executor_parameters, load_resources
 
 
-# ------------------------------------------------------------------------------ resources
-@dataclass(frozen=True)
-class Resources:
-    """What one run asks SLURM for."""
-
-    partition: str | None = None
-    time: str = "60"  # minutes, or [D-]HH:MM[:SS]
-    gpus: int = 0
-    cpus: int = 1
-    mem: str | None = None  # e.g. "8G"; None: the partition's default
-    account: str | None = None
-    qos: str | None = None
-    constraint: str | None = None
-
-    def minutes(self) -> int:
-        return time_minutes(self.time)
-
-
-def time_minutes(text: str | int) -> int:
-    """SLURM time syntax -> minutes: ``90``, ``1:30:00``, ``2-00:00:00``, ``30:00`` (mm:ss)."""
-    text = str(text).strip()
-    match = re.fullmatch(r"(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?", text)
-    if not match:
-        raise ConfigError(f"bad SLURM time {text!r}", hint="use minutes or [D-]HH:MM:SS")
-    days, a, b, c = match.groups()
-    if days is None and b is None:
-        minutes = int(a)
-    elif days is None and c is None:  # MM:SS
-        minutes = int(a) + (int(b) > 0)
-    else:  # [D-]HH[:MM[:SS]]
-        minutes = int(days or 0) * 1440 + int(a) * 60 + int(b or 0) + (int(c or 0) > 0)
-    return max(1, minutes)
-
-
-@dataclass
-class ResourceTable:
-    default: Resources
-    datasets: dict[str, dict[str, Any]]
-
-    def for_dataset(self, dataset: str) -> Resources:
-        return replace(self.default, **self.datasets.get(dataset, {}))
-
-
-_KEYS = {f.name for f in fields(Resources)}
-
-
-#: resource keys that are counts (the others are strings; ``time`` may also be minutes)
-_COUNTS = ("gpus", "cpus")
-
-
-def _check_keys(where: str, entry: Any) -> dict[str, Any]:
-    if not isinstance(entry, dict):
-        raise ConfigError(f"{where}: expected a mapping of resource keys, not {entry!r}")
-    unknown = set(entry) - _KEYS
-    if unknown:
-        raise ConfigError(
-            f"{where}: unknown resource keys {sorted(unknown)}", hint=f"known: {sorted(_KEYS)}"
-        )
-    for key, value in entry.items():
-        if key in _COUNTS and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
-            raise ConfigError(f"{where}: {key} must be a whole number >= 0, not {value!r}")
-        if key not in _COUNTS and value is not None and not isinstance(value, str | int):
-            raise ConfigError(f"{where}: {key} must be a string, not {value!r}")
-    return {k: (str(v) if k == "time" else v) for k, v in entry.items()}
-
-
-def load_resources(path: str | None, overrides: dict[str, Any]) -> ResourceTable:
-    """Built-in defaults < the file's ``default:`` < ``overrides`` (command line) < the file's
-    ``datasets: {name: {...}}``. Example file::
-
-        default: {partition: gpu, time: "4:00:00", gpus: 1, cpus: 4, mem: 16G}
-        datasets:
-          cmnist: {gpus: 0, cpus: 2, mem: 4G, time: 30}
-          bffhq: {time: "12:00:00"}
-    """
-    doc: dict[str, Any] = {}
-    if path:
-        try:
-            doc = yaml.safe_load(Path(path).read_text()) or {}
-        except OSError as exc:
-            raise ConfigError(f"cannot read --resources {path}: {exc}") from exc
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"--resources {path} is not valid YAML: {exc}") from None
-        if not isinstance(doc, dict):
-            raise ConfigError(f"--resources {path}: expected keys default: and datasets:")
-        unknown = set(doc) - {"default", "datasets"}
-        if unknown:
-            raise ConfigError(f"{path}: unknown top-level keys {sorted(unknown)}")
-        if not isinstance(doc.get("datasets") or {}, dict):
-            raise ConfigError(f"{path}: datasets: must map dataset names to resources")
-        strangers = set(doc.get("datasets") or {}) - set(DATASETS.names())
-        if strangers:
-            raise ConfigError(
-                f"{path}: unknown dataset(s) {sorted(strangers)} under datasets:",
-                hint=f"registered: {', '.join(DATASETS.names())}",
-            )
-    default = Resources(**_check_keys(f"{path}: default", doc.get("default") or {}))
-    default = replace(default, **_check_keys("command line", overrides))
-    datasets = {
-        name: _check_keys(f"{path}: datasets.{name}", entry or {})
-        for name, entry in (doc.get("datasets") or {}).items()
-    }
-    time_minutes(default.time)
-    for entry in datasets.values():
-        if "time" in entry:
-            time_minutes(entry["time"])
-    return ResourceTable(default, datasets)
-
-
-def executor_parameters(res: Resources, array_parallelism: int, name: str) -> dict[str, Any]:
-    """submitit ``update_parameters`` arguments for ``res``."""
-    params: dict[str, Any] = {
-        "timeout_min": res.minutes(),
-        "cpus_per_task": res.cpus,
-        "tasks_per_node": 1,
-        "nodes": 1,
-        "name": name,
-        "slurm_array_parallelism": array_parallelism,
-        # a preempted job goes back to the queue and resumes from its checkpoint
-        "slurm_additional_parameters": {"requeue": True},
-    }
-    if res.gpus:
-        params["gpus_per_node"] = res.gpus
-    if res.partition:
-        params["slurm_partition"] = res.partition
-    if res.mem:
-        params["slurm_mem"] = res.mem
-    for key in ("account", "qos", "constraint"):
-        if getattr(res, key):
-            params[f"slurm_{key}"] = getattr(res, key)
-    return params
-
-
-# ------------------------------------------------------------------------------ the job
 class SlurmRun:
     """What each array task executes (pickled by submitit): a supervisor that runs one run
     in a worker process and records its exit. Checkpointable (see the module docstring)."""
@@ -221,69 +81,70 @@ class SlurmRun:
         return submitit.helpers.DelayedSubmission(SlurmRun(self.job, self.timeout_s))
 
 
-# ------------------------------------------------------------------------------ the queue
-def slurm_available() -> str | None:
-    """None when a SLURM controller answers here, else why not."""
-    if not shutil.which("sbatch") or not shutil.which("squeue"):
-        return "sbatch/squeue not found (SLURM client not installed)"
-    try:
-        out = subprocess.run(["scontrol", "ping"], capture_output=True, text=True, timeout=20)
-    except (OSError, subprocess.SubprocessError) as exc:
-        return f"scontrol ping failed: {exc}"
-    if "is UP" not in out.stdout:
-        first = ((out.stdout + out.stderr).strip().splitlines() or ["no answer"])[0]
-        return f"no SLURM controller answers: {first[:200]}"
-    return None
+#: the most runs of one job array at once a flag may ask for
+MAX_ARRAY_PARALLELISM = 100_000
 
 
-def squeue_states(user: str | None = None) -> dict[str, str] | None:
-    """job id (``123`` or ``123_4`` for array tasks) -> SLURM state, for the jobs squeue still
-    lists (pending, running, completing, ...); None when squeue cannot be asked."""
-    cmd = ["squeue", "-h", "-r", "-u", user or getpass.getuser(), "-o", "%i|%T"]
-    try:
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    if out.returncode != 0:
-        return None
-    states = {}
-    for line in out.stdout.splitlines():
-        job_id, _, state = line.strip().partition("|")
-        if job_id:
-            states[job_id] = state
-    return states
-
-
-def queue_label(slurm_state: str) -> str:
-    """A SLURM job state as the summary counts it."""
-    queued = slurm_state in ("PENDING", "REQUEUED", "REQUEUE_HOLD")
-    return "queued" if queued else RunState.RUNNING.value
-
-
-class SlurmLauncher(Launcher):
-    name = "slurm"
+@register_launcher(
+    "slurm",
+    display_name="SLURM jobs through submitit",
+    where="on SLURM",
+    kill_on_second_signal=False,
+)
+class SlurmLauncher(Launchable):
     poll_interval_s = 2.0
 
     def __init__(
         self,
-        store: RunStore,
-        place: DataPlace,
+        ctx: LaunchContext,
         resources: ResourceTable,
         array_parallelism: int = 64,
-        max_attempts: int = 3,
-        timeout_s: float | None = None,
-        on_submitted: Any = None,
         job_name: str = "bench",
-        track: Sequence[TrackSpec] = (),
     ) -> None:
-        self.store, self.place, self.resources = store, place, resources
-        self.array_parallelism, self.max_attempts = array_parallelism, max_attempts
-        self.timeout_s, self.job_name, self.track = timeout_s, job_name, track
-        self.on_submitted = on_submitted or (lambda jobs: None)
+        self.ctx, self.store, self.resources = ctx, ctx.store, resources
+        self.array_parallelism, self.job_name = array_parallelism, job_name
         self.folder = self.store.root.resolve() / ".submitit"
         self.jobs: dict[str, tuple[Task, Any]] = {}  # run id -> (task, submitit job)
         self.states: dict[str, str] = {}  # job id -> SLURM state, from the latest squeue
         self.last_poll = 0.0
+
+    @classmethod
+    def add_arguments(cls, group: argparse._ArgumentGroup) -> None:
+        from debias_bench.commands.common import number  # the CLI's range-checked types
+
+        group.description = "defaults for every run; per dataset: --resources"
+        group.add_argument("--partition")
+        group.add_argument(
+            "--time", help="time limit per run: minutes or [D-]HH:MM:SS (default 60)"
+        )
+        group.add_argument("--gpus-per-run", type=number("int", 0, 64))
+        group.add_argument("--cpus-per-run", type=number("int", 1, 1024))
+        group.add_argument("--mem-per-run", help="e.g. 16G")
+        group.add_argument(
+            "--resources", help="YAML with default: and datasets: {name: {time, gpus, ...}}"
+        )
+        group.add_argument(
+            "--array-parallelism",
+            type=number("int", 1, MAX_ARRAY_PARALLELISM),
+            default=64,
+            help="runs of one array at once",
+        )
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace, ctx: LaunchContext) -> Launcher:
+        flags = {
+            "partition": args.partition,
+            "time": args.time,
+            "gpus": args.gpus_per_run,
+            "cpus": args.cpus_per_run,
+            "mem": args.mem_per_run,
+        }
+        given = {key: value for key, value in flags.items() if value is not None}
+        resources = load_resources(args.resources, given)
+        why = slurm_available()
+        if why:
+            raise ConfigError(f"--launcher slurm: {why}", hint="scripts/slurm_local_cluster.sh")
+        return cls(ctx, resources, array_parallelism=args.array_parallelism)
 
     def free(self) -> int:
         return 1 << 30  # SLURM queues; the array's %N caps how many run at once
@@ -293,20 +154,8 @@ class SlurmLauncher(Launcher):
         return max(1, running)
 
     def worker_job(self, task: Task, res: Resources) -> WorkerJob:
-        plugins, paths = plugins_for([task.config])
-        return WorkerJob(
-            config=task.config.to_json(),
-            out=str(self.store.root.resolve()),
-            raw_root=str(Path(self.place.raw_root).resolve()),
-            data_root=str(Path(self.place.data_root).resolve()),
-            device="cuda" if res.gpus else "cpu",
-            retry_failed=True,  # the scheduler decided
-            max_attempts=self.max_attempts,
-            plugins=plugins,
-            sys_path=paths,
-            status_fields={"launcher": self.name, "resources": asdict(res)},
-            track=[spec.key for spec in self.track],
-        )
+        device = "cuda" if res.gpus else "cpu"
+        return self.ctx.worker_job(task, device, launcher=self.name, resources=asdict(res))
 
     def start(self, tasks: list[Task]) -> None:
         import submitit
@@ -325,14 +174,14 @@ class SlurmLauncher(Launcher):
             )
             with executor.batch():
                 jobs = [
-                    executor.submit(SlurmRun(self.worker_job(t, res), self.timeout_s))
+                    executor.submit(SlurmRun(self.worker_job(t, res), self.ctx.timeout_s))
                     for t in group
                 ]
             for task, job in zip(group, jobs, strict=True):
                 self.jobs[task.run_id] = (task, job)
                 self.states[job.job_id] = "PENDING"
                 submitted[task.run_id] = job.job_id
-        self.on_submitted(submitted)
+        self.ctx.on_submitted(submitted)
 
     def poll(self) -> list[Ended]:
         if time.monotonic() - self.last_poll < self.poll_interval_s:

@@ -1,0 +1,242 @@
+"""How `bench run` and `bench tune` execute a grid: the launcher the command line picks (each
+registered launcher declares its own flags, ``debias_bench.launchers.factories``), the checks
+before anything is recorded, the signals that stop a sweep, and each run's progress display.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import signal
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from tqdm import tqdm
+
+from debias_bench import paths
+from debias_bench.config import RunConfig
+from debias_bench.engine import DataPlace, Progress
+from debias_bench.errors import ConfigError
+from debias_bench.launchers import Launcher, Sweep, schedule
+from debias_bench.launchers.factories import LAUNCHERS, LaunchContext
+from debias_bench.preflight import check_data, check_data_root, check_device, check_out
+from debias_bench.runprogress import LogLines, eval_text
+from debias_bench.store import RunStore
+from debias_bench.sweep import MAX_ATTEMPTS, plan, record_submission
+from debias_bench.tracking import TRACKERS, parse_specs, prepare_trackers
+
+from .common import MAX_GRACE_S, duration, number
+
+
+class CliProgress(Progress):
+    """A bar per run on a terminal (steps, steps/s, ETA, the last evaluation); in a log (CI,
+    SLURM) a line at the first step, then at most every ``log_every_s`` (``LogLines``)."""
+
+    def __init__(self, label: str, log_every_s: float = 30.0) -> None:
+        self.label = label
+        self.tty = sys.stderr.isatty()
+        self.bar: tqdm | None = None
+        self.log = None if self.tty else LogLines("    ", log_every_s)
+
+    def start(self, run_id: str, total_steps: int, start_step: int) -> None:
+        if self.log is not None:
+            self.log.start(run_id, total_steps, start_step)
+            return
+        self.bar = tqdm(
+            total=total_steps,
+            initial=start_step,
+            desc=self.label,
+            unit="step",
+            leave=False,
+            dynamic_ncols=True,
+        )
+
+    def advance(self, step: int) -> None:
+        if self.log is not None:
+            self.log.advance(step)
+        elif self.bar is not None:
+            self.bar.update(step - self.bar.n)
+
+    def evaluated(self, record: dict[str, Any]) -> None:
+        if self.log is not None:
+            self.log.evaluated(record)
+        elif self.bar is not None:
+            self.bar.set_postfix_str(eval_text(record))
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+
+
+def _labels(configs: list[RunConfig]) -> dict[str, str]:
+    n = len(configs)
+    return {
+        c.run_id: f"[{i}/{n}] {c.dataset} {c.method} r{c.ratio:g} s{c.seed}"
+        for i, c in enumerate(configs, 1)
+    }
+
+
+def _record_jobs(store: RunStore) -> Callable[[dict[str, str]], None]:
+    """A cluster launcher's callback: note each run's job id in its status."""
+
+    def submitted(jobs: dict[str, str]) -> None:
+        for run_id, job_id in jobs.items():
+            record_submission(store.run(run_id), job_id)
+
+    return submitted
+
+
+@contextlib.contextmanager
+def _handling(signals: Sequence[int], handler: Any) -> Iterator[None]:
+    """Install ``handler`` for ``signals`` for the block, then restore the previous ones."""
+    previous = {sig: signal.signal(sig, handler) for sig in signals}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+def execute(
+    args: argparse.Namespace, configs: list[RunConfig], store: RunStore
+) -> tuple[Sweep, int | None]:
+    """Run ``configs`` into ``store`` through the launcher ``--launcher`` names, with the
+    signal handling of ``bench run`` (also ``bench tune``'s); returns the sweep and the
+    signal that stopped it, if any."""
+    # nothing is recorded until every check has passed (debias_bench.preflight)
+    check_device(args.device)
+    place = DataPlace(paths.raw_root(args.raw_root), paths.data_root(args.data_root))
+    check_data(configs, place)
+    check_data_root(configs, place)
+    track = parse_specs(args.track or [], store.root)  # a missing library: the install command
+    stop: dict[str, Any] = {"signal": None}
+    entry = LAUNCHERS.entry(args.launcher)
+    context = LaunchContext(
+        store,
+        place,
+        device=args.device,
+        max_attempts=args.max_attempts,
+        timeout_s=args.timeout,  # seconds > 0 or None (``common.duration``)
+        grace_s=args.grace,
+        should_stop=lambda: stop["signal"] is not None,
+        on_submitted=_record_jobs(store),
+        progress=lambda task: CliProgress(task.label),
+        track=tuple(track),
+    )
+    launcher = entry.obj.from_args(args, context)  # checks its flags and its environment
+    try:
+        check_out(store.root)  # the last check: it creates --out
+        prepare_trackers(track, store.root)
+    except BaseException:
+        launcher.close()
+        raise
+    plan(store, configs)  # every run of the sweep is visible to `bench status` from now on
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        if stop["signal"] is not None and entry.meta["kill_on_second_signal"]:
+            launcher.close()  # a second signal: kill the workers now
+        stop["signal"] = signum  # checkpoint at the next step, then exit (SLURM preemption)
+
+    signals = [signal.SIGTERM, signal.SIGUSR1]
+    if not entry.meta["catches_sigint"]:  # inline: Ctrl-C interrupts the run directly
+        signals.append(signal.SIGINT)
+    todo = sum(not store.run(c.run_id).is_done() for c in configs)
+    where = entry.meta["where"].format(device=args.device, parallelism=launcher.parallelism())
+    print(
+        f"{len(configs)} runs ({len(configs) - todo} already done) -> {store.root} "
+        f"{where}, preset {args.preset}, protocol {args.protocol}",
+        file=sys.stderr,
+    )
+    with _handling(signals, on_signal):
+        sweep = schedule(
+            launcher,
+            configs,
+            store,
+            labels=_labels(configs),
+            retry_failed=args.retry_failed,
+            max_attempts=args.max_attempts,
+            fail_fast=args.fail_fast,
+            should_stop=lambda: stop["signal"] is not None or _submitted_all(args, launcher),
+            wait_for_held=not args.no_wait,
+        )
+    return sweep, stop["signal"] or sweep.signal  # inline: Ctrl-C reaches the run itself
+
+
+def _submitted_all(args: argparse.Namespace, launcher: Launcher) -> bool:
+    """``--no-wait`` with a launcher whose runs go on without the sweep (SLURM): stop once
+    they are submitted."""
+    return bool(args.no_wait and launcher.active() and launcher.detach() is not None)
+
+
+#: the most a flag may ask for: far beyond any machine or cluster, short of a typo
+MAX_ATTEMPTS_LIMIT = 100
+
+
+def execution_args(run: argparse.ArgumentParser) -> None:
+    """Failures, tracking and where runs execute (the launcher and each launcher's own flags):
+    the flags ``execute`` reads (shared by ``bench run`` and ``bench tune``)."""
+    fail = run.add_argument_group("failures")
+    fail.add_argument("--retry-failed", action="store_true", help="rerun runs that failed")
+    fail.add_argument(
+        "--max-attempts",
+        type=number("int", 1, MAX_ATTEMPTS_LIMIT),
+        default=MAX_ATTEMPTS,
+        help="give a run up after this many attempts (default %(default)s)",
+    )
+    fail.add_argument("--fail-fast", action="store_true", help="stop at the first failure")
+    fail.add_argument(
+        "--timeout",
+        type=duration,
+        help="stop a run that trains longer than this (seconds, or 30m, 2h); local and slurm",
+    )
+    fail.add_argument(
+        "--grace",
+        type=number("float", 0, MAX_GRACE_S),
+        default=30.0,
+        help="seconds a stopped run gets to checkpoint before SIGKILL (default %(default)s)",
+    )
+
+    tracking = run.add_argument_group("experiment tracking")
+    tracking.add_argument(
+        "--track",
+        action="append",
+        metavar="KIND[=TARGET]",
+        help="send every run to a tracker (repeatable): "
+        + "; ".join(f"{e.name}: {e.display_name}" for e in TRACKERS),
+    )
+    launcher_args(run)
+
+
+def launcher_args(run: argparse.ArgumentParser) -> None:
+    """``--launcher`` with the registered launchers (plugins included: they are imported
+    before the parser is built), then a section of flags for each launcher that has some."""
+    where = run.add_argument_group("where runs execute")
+    where.add_argument(
+        "--launcher",
+        default="inline",
+        choices=LAUNCHERS.names(),
+        help="; ".join(f"{e.name}: {e.display_name}" for e in LAUNCHERS),
+    )
+    where.add_argument(
+        "--no-wait",
+        action="store_true",
+        help="do not wait for runs another live `bench run` holds (they count as not done: "
+        "exit 1); slurm: also submit and return (follow with bench status)",
+    )
+    for entry in LAUNCHERS:
+        group = run.add_argument_group(f"--launcher {entry.name}")
+        try:
+            entry.obj.add_arguments(group)
+        except argparse.ArgumentError as exc:  # a flag name bench (or a launcher) already has
+            raise ConfigError(
+                f"launcher {entry.name!r} ({entry.obj.__module__}): {exc}",
+                hint="give the launcher's flag another name in its add_arguments",
+            ) from None
+        except Exception as exc:  # a plugin's own bug: name it, no traceback
+            raise ConfigError(
+                f"launcher {entry.name!r} ({entry.obj.__module__}) failed to declare its "
+                f"flags: {type(exc).__name__}: {exc}",
+                hint="fix its add_arguments, or remove its plugin from BENCH_PLUGINS",
+            ) from None

@@ -1,0 +1,84 @@
+"""What a worker process is told (:class:`WorkerJob`) and what its exit code means: the
+contract between a launcher (:mod:`.process`) and the worker (:mod:`.worker`)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from debias_bench.config import RunConfig
+    from debias_bench.engine import DataPlace
+    from debias_bench.tracking import TrackSpec
+
+#: exit codes of the worker besides 0 (done or skipped) and 128 + signal (interrupted)
+EXIT_FAILED = 1  # the run failed; run_one recorded the error
+EXIT_NOT_RUN = 3  # not started: failed before and not to be retried
+EXIT_BUSY = 75  # another live process owns the run (EX_TEMPFAIL)
+
+
+@dataclass
+class WorkerJob:
+    """Everything a worker needs to run one run (JSON on its stdin)."""
+
+    config: dict[str, Any]  # RunConfig.to_json()
+    out: str
+    raw_root: str
+    data_root: str
+    device: str = "cpu"  # as the worker sees it: "cuda" is its one visible GPU
+    retry_failed: bool = False
+    max_attempts: int = 3
+    plugins: list[str] = field(default_factory=list)
+    sys_path: list[str] = field(default_factory=list)
+    status_fields: dict[str, Any] = field(default_factory=dict)
+    #: experiment trackers, as ``TrackSpec.key`` (resolved by the sweep)
+    track: list[str] = field(default_factory=list)
+    #: the run id the sweep planned; the worker refuses a config that hashes to another one
+    #: (the code or a method's defaults changed under the sweep)
+    planned_id: str = ""
+
+    @classmethod
+    def for_run(
+        cls,
+        config: RunConfig,
+        out: Path,
+        place: DataPlace,
+        device: str = "cpu",
+        max_attempts: int = 3,
+        track: Iterable[TrackSpec] = (),
+        status_fields: dict[str, Any] | None = None,
+    ) -> WorkerJob:
+        """The job of a run the sweep's scheduler decided to start: absolute paths (a worker
+        may start in another directory or on another host), the plugins that registered its
+        method and dataset, and its planned id."""
+        from .plugins import plugins_for
+
+        plugins, paths = plugins_for([config])
+        return cls(
+            config=config.to_json(),
+            out=str(Path(out).resolve()),
+            raw_root=str(Path(place.raw_root).resolve()),
+            data_root=str(Path(place.data_root).resolve()),
+            device=device,
+            retry_failed=True,  # the scheduler retries only what may be retried: agree
+            max_attempts=max_attempts,
+            plugins=plugins,
+            sys_path=paths,
+            status_fields=dict(status_fields or {}),
+            track=[spec.key for spec in track],
+            planned_id=config.run_id,
+        )
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), default=str)
+
+    @property
+    def run_id(self) -> str:
+        if self.planned_id:
+            return self.planned_id
+        from debias_bench.config import RunConfig
+
+        return RunConfig.from_json(self.config).run_id
