@@ -89,6 +89,9 @@ class _FakeWorker:
         _FakeWorker.live[self.env["CUDA_VISIBLE_DEVICES"]] -= 1
         return "done"
 
+    def ended(self, task):
+        return Ended(task, self.finish())
+
     def terminate(self): ...
 
     def kill(self): ...

@@ -97,14 +97,10 @@ class LocalLauncher(Launchable):
     def poll(self) -> list[Ended]:
         ended = []
         for run_id, active in list(self.running.items()):
-            if active.worker.poll() is None:
-                continue
-            state = active.worker.finish()
-            self.pool.release(active.slot)
-            del self.running[run_id]
-            status = active.worker.run_dir.status()
-            note = status.get("error") or status.get("reason") or ""
-            ended.append(Ended(active.task, state, note, ran=state is not RunState.RUNNING))
+            if active.worker.poll() is not None:
+                ended.append(active.worker.ended(active.task))
+                self.pool.release(active.slot)
+                del self.running[run_id]
         return ended
 
     def active(self) -> dict[str, str]:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from debias_bench.states import FailReason, RunState, parse_state
 
 from .job import EXIT_BUSY, EXIT_NOT_RUN, WorkerJob
+from .scheduler import Ended, Task
 
 if TYPE_CHECKING:
     from debias_bench.store import RunDir
@@ -197,6 +198,13 @@ class WorkerProcess:
         while (code := self.poll()) is None:
             time.sleep(0.1)
         return code
+
+    def ended(self, task: Task) -> Ended:
+        """Record the exit (after it has exited) and say how ``task`` ended, for the sweep."""
+        state = self.finish()
+        status = self.run_dir.status()
+        note = status.get("error") or status.get("reason") or ""
+        return Ended(task, state, note, ran=state is not RunState.RUNNING)  # running: held
 
     def finish(self) -> RunState:
         """Record the exit (after it has exited); returns the run's state."""
