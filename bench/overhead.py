@@ -75,7 +75,9 @@ def measure(mode: str, runs: int, place: DataPlace, out: Path) -> Overhead:
     return Overhead(mode, runs, wall, train, failed)
 
 
-def launcher_overhead(runs: int, place: DataPlace, modes: tuple[str, ...] = ("warm", "cold")):
+def launcher_overhead(
+    runs: int, place: DataPlace, modes: tuple[str, ...] = ("warm", "cold")
+) -> list[Overhead]:
     """One :class:`Overhead` per mode, each on a fresh store (the data prepared first, so
     neither pays for building it)."""
     configs, _ = expand(tiny_grid(1))
