@@ -108,6 +108,6 @@ def test_a_registered_launcher_must_be_launchable(tmp_path):
         "@register_launcher('not_launchable', display_name='x')\n"
         "class NotLaunchable: ...\n"
     )
-    with pytest.raises(Exception, match="is not a subclass of .*Launchable"):
+    with pytest.raises(Exception, match=r"is not a subclass of .*Launchable"):
         import_plugin(str(path))
     assert "not_launchable" not in LAUNCHERS

@@ -99,20 +99,19 @@ def _handling(signals: Sequence[int], handler: Any) -> Iterator[None]:
             signal.signal(sig, old)
 
 
-def execute(
-    args: argparse.Namespace, configs: list[RunConfig], store: RunStore
-) -> tuple[Sweep, int | None]:
-    """Run ``configs`` into ``store`` through the launcher ``--launcher`` names, with the
-    signal handling of ``bench run`` (also ``bench tune``'s); returns the sweep and the
-    signal that stopped it, if any."""
-    # nothing is recorded until every check has passed (debias_bench.preflight)
+def _prepared_launcher(
+    args: argparse.Namespace,
+    configs: list[RunConfig],
+    store: RunStore,
+    should_stop: Callable[[], bool],
+) -> Launcher:
+    """Every check of the sweep, the launcher's own included, then ``--out`` and the trackers
+    (the first things written) and the launcher, which has not started anything yet."""
     check_device(args.device)
     place = DataPlace(paths.raw_root(args.raw_root), paths.data_root(args.data_root))
     check_data(configs, place)
     check_data_root(configs, place)
     track = parse_specs(args.track or [], store.root)  # a missing library: the install command
-    stop: dict[str, Any] = {"signal": None}
-    entry = LAUNCHERS.entry(args.launcher)
     context = LaunchContext(
         store,
         place,
@@ -120,18 +119,31 @@ def execute(
         max_attempts=args.max_attempts,
         timeout_s=args.timeout,  # seconds > 0 or None (``common.duration``)
         grace_s=args.grace,
-        should_stop=lambda: stop["signal"] is not None,
+        should_stop=should_stop,
         on_submitted=_record_jobs(store),
         progress=lambda task: CliProgress(task.label),
         track=tuple(track),
     )
-    launcher = entry.obj.from_args(args, context)  # checks its flags and its environment
+    launcher = LAUNCHERS.get(args.launcher).from_args(args, context)  # checks its flags
     try:
         check_out(store.root)  # the last check: it creates --out
         prepare_trackers(track, store.root)
     except BaseException:
         launcher.close()
         raise
+    return launcher
+
+
+def execute(
+    args: argparse.Namespace, configs: list[RunConfig], store: RunStore
+) -> tuple[Sweep, int | None]:
+    """Run ``configs`` into ``store`` through the launcher ``--launcher`` names, with the
+    signal handling of ``bench run`` (also ``bench tune``'s); returns the sweep and the
+    signal that stopped it, if any."""
+    # nothing is recorded until every check has passed (debias_bench.preflight)
+    stop: dict[str, Any] = {"signal": None}
+    launcher = _prepared_launcher(args, configs, store, lambda: stop["signal"] is not None)
+    entry = LAUNCHERS.entry(args.launcher)
     plan(store, configs)  # every run of the sweep is visible to `bench status` from now on
 
     def on_signal(signum: int, _frame: Any) -> None:

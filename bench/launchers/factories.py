@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 from debias_bench.engine import DataPlace, Progress
 from debias_bench.registry import Registry
 from debias_bench.store import RunStore
+from debias_bench.sweep import MAX_ATTEMPTS
 from debias_bench.tracking import TrackSpec
 
 from .job import WorkerJob
@@ -37,7 +38,7 @@ class LaunchContext:
     store: RunStore
     place: DataPlace
     device: str = "auto"  # --device as given: auto | cpu | cuda | cuda:N
-    max_attempts: int = 3
+    max_attempts: int = MAX_ATTEMPTS
     timeout_s: float | None = None
     grace_s: float = 30.0  # a stopped run's time to checkpoint before SIGKILL
     should_stop: Callable[[], bool] = lambda: False  # the sweep was asked to stop (a signal)

@@ -46,8 +46,8 @@ class WorkerJob:
         config: RunConfig,
         out: Path,
         place: DataPlace,
-        device: str = "cpu",
-        max_attempts: int = 3,
+        device: str,
+        max_attempts: int,
         track: Iterable[TrackSpec] = (),
         status_fields: dict[str, Any] | None = None,
     ) -> WorkerJob:
