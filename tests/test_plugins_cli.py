@@ -13,15 +13,18 @@ from debias_bench.cli import main
 from debias_bench.launchers import LAUNCHERS
 from debias_bench.launchers.plugins import import_plugin
 from debias_bench.registry import METHODS
+from debias_bench.reporting import TABLES
 
 LAUNCHER_PLUGIN = textwrap.dedent(
     '''
-    """A launcher plugin (and a method) that lives outside the repository."""
+    """A launcher plugin (and a method and a table) that lives outside the repository."""
     from debias_bench.launchers import Launchable, register_launcher
     from debias_bench.methods.vanilla import Vanilla
     from debias_bench.registry import register_method
+    from debias_bench.reporting import register_table
 
     register_method("{name}_method", display_name="Plugin method")(type("M", (Vanilla,), {{}}))
+    register_table("{name}_table", display_name="a plugin's table")(lambda runs, opts, paper: [])
 
 
     @register_launcher("{name}", display_name="a plugin's launcher")
@@ -52,6 +55,7 @@ def write_plugin(tmp_path, monkeypatch):
     for name in names:
         LAUNCHERS.unregister(name)
         METHODS.unregister(f"{name}_method")
+        TABLES.unregister(f"{name}_table")
 
 
 def test_a_plugin_launcher_is_a_choice_with_its_flags_in_help_and_list(write_plugin, capsys):
@@ -71,6 +75,12 @@ def test_a_plugin_launcher_is_a_choice_with_its_flags_in_help_and_list(write_plu
     assert "--plugin-knob" in row and "cli_plugin_launcher.py" in row
     assert main(["list", "methods"]) == 0
     assert "cli_plugin_launcher_method" in capsys.readouterr().out
+    assert main(["list", "tables"]) == 0
+    (row,) = [r for r in capsys.readouterr().out.splitlines() if "cli_plugin_launcher" in r]
+    assert "a plugin's table" in row and "cli_plugin_launcher.py" in row
+    with pytest.raises(SystemExit):
+        main(["report", "--help"])
+    assert "cli_plugin_launcher_table: a plugin's table" in capsys.readouterr().out
 
     # its flag is parsed with its declared type, and --dry-run needs no launcher
     args = ["run", "--launcher", "cli_plugin_launcher", "--plugin-knob", "x", "--dry-run"]

@@ -100,6 +100,22 @@ def list_selections() -> str:
     return _table(rows, ["--selection", "picks the evaluation with", "in every result"])
 
 
+def list_tables() -> str:
+    from debias_bench.launchers.plugins import origin
+    from debias_bench.reporting import TABLES
+
+    rows: list[list[object]] = [
+        [
+            e.name,
+            e.display_name,
+            "yes" if e.meta.get("in_all") else "",
+            origin(e.obj.__module__),
+        ]
+        for e in TABLES
+    ]
+    return _table(rows, ["--table", "what it shows", "in --table all", "from"])
+
+
 #: what `bench list WHAT` prints; the registries are read when it runs (plugins included)
 LISTS: dict[str, Callable[[], str]] = {
     "methods": list_methods,
@@ -108,6 +124,7 @@ LISTS: dict[str, Callable[[], str]] = {
     "trackers": list_trackers,
     "launchers": list_launchers,
     "selections": list_selections,
+    "tables": list_tables,
 }
 
 

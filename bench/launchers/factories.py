@@ -76,9 +76,7 @@ class Launchable(Launcher):
         :class:`~debias_bench.errors.ConfigError` names the problem and the fix) and build."""
 
 
-LAUNCHERS: Registry[type[Launchable]] = Registry(
-    "launcher", "debias_bench.launchers.builtin", order=("inline", "local", "slurm")
-)
+LAUNCHERS: Registry[type[Launchable]] = Registry("launcher", "debias_bench.launchers.builtin")
 
 L = TypeVar("L", bound=type[Launchable])
 
