@@ -178,3 +178,20 @@ def test_export_and_import_name_the_datasets_that_support_them(plugin, tmp_path,
     err = capsys.readouterr().err
     assert "own_lff cannot read imported LfF or DisEnt data" in err
     assert "cmnist, cifar10c" in err and "cdigits4" in err  # importable, like any digits family
+
+
+def test_bench_list_presets_shows_what_each_dataset_adds(plugin, capsys):
+    plugin(
+        "cdigits_listed",
+        _digits("cdigits_listed", 'presets = {"ci": PresetValues({"steps": 120})}'),
+    )
+    assert main(["list", "presets"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    ci = lines[next(i for i, line in enumerate(lines) if line.startswith("ci "))]
+    assert "'num_threads': 1" in ci  # the engine-wide values
+    below = {line.split()[0]: line for line in lines if line.startswith("  ")}
+    assert "'train_limit': 6000" in below["cmnist"]
+    assert "data options {'limit': 100, 'valid_size': 200}" in below["cifar10c"]
+    # a recipe dataset: its recipe's values, its own override winning
+    assert "'train_limit': 6000" in below["cdigits_listed"]
+    assert "'steps': 120" in below["cdigits_listed"]

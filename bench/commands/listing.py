@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
+from typing import Any
 
 from tabulate import tabulate
 
 from debias_bench.config import PRESETS
+from debias_bench.dataset_facts import preset_data_options, preset_hparams
 from debias_bench.registry import DATASETS, METHODS
 
 
@@ -51,10 +53,20 @@ def list_datasets() -> str:
 
 
 def list_presets() -> str:
-    return "\n".join(
-        f"{name:8s} {values or '(method defaults: the official configurations)'}"
-        for name, values in PRESETS.items()
-    )
+    """Each preset's engine-wide values, then what each dataset adds to it (declared on its
+    family or taken from its recipe: ``debias_bench.dataset_facts``)."""
+    lines = []
+    for name, values in PRESETS.items():
+        lines.append(f"{name:8s} {values or '(method defaults: the official configurations)'}")
+        for dataset in DATASETS.names():
+            added: dict[str, Any] = {}
+            for _, layer in preset_hparams(name, dataset):
+                added.update(layer)
+            options = preset_data_options(name, dataset)
+            if added or options:
+                data = f"  data options {options}" if options else ""
+                lines.append(f"  {dataset:14s} {added}{data}")
+    return "\n".join(lines)
 
 
 def list_trackers() -> str:
