@@ -356,6 +356,12 @@ def params_from(name: str, base: type[EngineParams], own: Iterable[HParam]) -> t
     return made
 
 
+def timing_values(table: Iterable[HParam]) -> dict[str, Any]:
+    """The values a timing run (``bench perf``) sets: each declaration's ``timing``, where it
+    has one."""
+    return {p.name: p.timing for p in table if p.timing is not NO_TIMING}
+
+
 #: The engine's keys, as records (``bench config``, the CLI's numeric flags, resolution).
 ENGINE_HPARAMS: tuple[HParam, ...] = declarations(EngineParams)
 
