@@ -219,7 +219,8 @@ class UndeclaredKey(ConfigError, KeyError):
     """A method read (by the old string-key form) a hyperparameter it does not declare."""
 
     def __init__(self, key: str) -> None:
-        super().__init__(
+        ConfigError.__init__(
+            self,
             f"the method reads hyperparameter {key!r}, which it does not declare",
             hint=f"declare {key!r} on the method's params class (see README, Adding a method)",
         )
