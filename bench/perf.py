@@ -17,8 +17,9 @@ Harness cells
     optimiser) and three changes: ``steps = warmup + steps``; evaluation only after the last
     step; and each hyperparameter's declared ``timing`` value, where it has one (LfF+BE's
     committee, a preparation stage outside the timed window, is one member trained 2 steps;
-    DisEnt's feature swap, its steady state, is on from the start). BAR's ImageNet-pretrained ResNet-18 is replaced by the same network from
-    scratch (weights do not change the speed and need no download).
+    DisEnt's feature swap, its steady state, is on from the start). BAR's ImageNet-pretrained
+    ResNet-18 is replaced by the same network from scratch (weights do not change the speed and
+    need no download).
 
 Bare cells
     Vanilla written by hand: the same model and optimiser builders and batch size, the same
