@@ -31,6 +31,7 @@ from torch import nn
 
 from debias_bench.data import DatasetSpec
 from debias_bench.errors import DataNotFoundError, UnknownNameError
+from debias_bench.hparams import EngineParams
 
 
 class Backbone(nn.Module):
@@ -64,9 +65,8 @@ class MLP(Backbone):
         return self.layers(x.flatten(1) * self.scale)
 
 
-def _mlp(spec: DatasetSpec, hp: Mapping[str, Any]) -> Backbone:
-    hidden = tuple(hp.get("mlp_hidden") or (100, 100, 100))
-    return MLP(spec.input_dim, hidden, input_div255=bool(hp.get("input_div255", False)))
+def _mlp(spec: DatasetSpec, hp: EngineParams) -> Backbone:
+    return MLP(spec.input_dim, hp.mlp_hidden or (100, 100, 100), input_div255=hp.input_div255)
 
 
 class _BasicBlockA(nn.Module):
@@ -177,19 +177,20 @@ def imagenet_resnet18_weights(explicit: str | None = None) -> Path:
     )
 
 
-def _resnet18(spec: DatasetSpec, hp: Mapping[str, Any]) -> Backbone:
+def _resnet18(spec: DatasetSpec, hp: EngineParams) -> Backbone:
     return ResNet18()
 
 
-def _resnet18_pretrained(spec: DatasetSpec, hp: Mapping[str, Any]) -> Backbone:
-    return ResNet18(imagenet_resnet18_weights(hp.get("pretrained_weights")))
+def _resnet18_pretrained(spec: DatasetSpec, hp: EngineParams) -> Backbone:
+    return ResNet18(imagenet_resnet18_weights(hp.pretrained_weights))
 
 
-def _resnet18_etf(spec: DatasetSpec, hp: Mapping[str, Any]) -> Backbone:
-    return ResNet18(imagenet_resnet18_weights(hp.get("pretrained_weights")), reinit_convs=True)
+def _resnet18_etf(spec: DatasetSpec, hp: EngineParams) -> Backbone:
+    return ResNet18(imagenet_resnet18_weights(hp.pretrained_weights), reinit_convs=True)
 
 
-BACKBONES: dict[str, Callable[[DatasetSpec, Mapping[str, Any]], Backbone]] = {
+#: name -> builder from the dataset's spec and the run's (engine) hyperparameters
+BACKBONES: dict[str, Callable[[DatasetSpec, EngineParams], Backbone]] = {
     "mlp": _mlp,
     "resnet20": lambda spec, hp: ResNet20(spec.channels),
     "resnet20_kaiming": lambda spec, hp: ResNet20(spec.channels, head_init="kaiming"),
@@ -208,11 +209,13 @@ def init_head(backbone: nn.Module, head: nn.Linear) -> nn.Linear:
 
 
 def build_backbone(name: str, spec: DatasetSpec, hp: Mapping[str, Any]) -> Backbone:
-    """Build a backbone by name; it has a ``feat_dim`` attribute."""
+    """Build a backbone by name, with the run's typed params ``hp`` (or a mapping of some of
+    its values; the others take their declared defaults); it has a ``feat_dim`` attribute."""
     try:
         builder = BACKBONES[name]
     except KeyError:
         raise UnknownNameError(
             f"unknown backbone {name!r}; valid names: {', '.join(BACKBONES)}"
         ) from None
-    return builder(spec, hp)
+    params = hp if isinstance(hp, EngineParams) else EngineParams.of({**hp, "backbone": name})
+    return builder(spec, params)

@@ -27,7 +27,7 @@ def class_activation_maps(
             f"class activation maps need a convolutional backbone with a linear head; "
             f"{type(method).__name__} with this backbone has none"
         )
-    fmap = backbone.feature_map(x)  # type: ignore[operator]  # N x C x h x w (checked above)
+    fmap = backbone.feature_map(x)  # N x C x h x w (checked above)
     if classes is None:
         classes = method.predict(x).argmax(1)
     cam = torch.einsum("nc,nchw->nhw", weight[classes], fmap).clamp_min(0)

@@ -29,6 +29,7 @@ from debias_bench.config import RunConfig
 from debias_bench.data import Splits, TrainStream, resize_split, resized_spec
 from debias_bench.errors import BenchError
 from debias_bench.family import DatasetFamily, build_lock
+from debias_bench.hparams import EngineParams
 from debias_bench.iid import iid_valid
 from debias_bench.method import Method, TrainEnv
 from debias_bench.metrics import SelectionTracker, collect_features, evaluate_split
@@ -123,18 +124,18 @@ def load_data(config: RunConfig, place: DataPlace) -> tuple[DatasetFamily, Split
         with build_lock(family):
             _DATA_CACHE[key] = (family, family.load(config.ratio))
     family, splits = _DATA_CACHE[key]
-    hp = config.hparams
+    hp = EngineParams.of(config.hparams)
     subset_seed = int(config.data_options.get("data_seed", 0))  # same subset for every method
     splits = Splits(
-        train=_limit(splits.train, hp.get("train_limit"), subset_seed),
-        valid=_limit(splits.valid, hp.get("eval_limit"), subset_seed + 1),
-        test=_limit(splits.test, hp.get("eval_limit"), subset_seed + 2),
+        train=_limit(splits.train, hp.train_limit, subset_seed),
+        valid=_limit(splits.valid, hp.eval_limit, subset_seed + 1),
+        test=_limit(splits.test, hp.eval_limit, subset_seed + 2),
     )
-    side = hp.get("image_size")
-    if side and (int(side), int(side)) != tuple(family.spec.image_size):
+    side = hp.image_size
+    if side and (side, side) != tuple(family.spec.image_size):
         family = copy.copy(family)  # the cached family keeps its own spec
-        family.spec = resized_spec(family.spec, int(side))  # type: ignore[misc]
-        splits = Splits(*(resize_split(split, int(side)) for split in splits))
+        family.spec = resized_spec(family.spec, side)
+        splits = Splits(*(resize_split(split, side) for split in splits))
     return family, splits
 
 
@@ -178,15 +179,18 @@ def _setup(
     config: RunConfig, place: DataPlace, device: torch.device, data: LoadedData | None = None
 ) -> tuple[DatasetFamily, Splits, TrainStream, Method]:
     """Data (``data``, else loaded), batch stream and a freshly initialised method (seeded by
-    the run seed)."""
-    hp = config.hparams
+    the run seed). A method that keeps state its checkpoint would lose is refused here, before
+    it trains (:meth:`Method.checkpointed`)."""
+    method_cls: type[Method] = METHODS.get(config.method)
+    hp = method_cls.Params.of(config.hparams)
     family, splits = data or load_data(config, place)
-    stream = TrainStream(splits.train, family.spec, int(hp["batch_size"]), config.seed, device)
-    total_steps = int(hp["steps"] or int(hp["epochs"]) * stream.steps_per_epoch)
+    stream = TrainStream(splits.train, family.spec, hp.batch_size, config.seed, device)
+    total_steps = hp.steps or hp.epochs * stream.steps_per_epoch
     env = TrainEnv(device, len(splits.train), stream.steps_per_epoch, total_steps, config.seed)
     _seed_everything(config.seed)
-    method_cls: type[Method] = METHODS.get(config.method)
-    return family, splits, stream, method_cls(family.spec, hp, env)
+    method = method_cls(family.spec, hp, env)
+    method.checkpointed()
+    return family, splits, stream, method
 
 
 def restore_method(
@@ -256,7 +260,7 @@ def train_run(
     and raises :class:`Interrupted`. The run uses ``num_threads`` CPU threads when it sets them.
     ``data`` replaces the dataset the config names (benchmarks on synthetic tensors).
     """
-    with pinned_threads(config.hparams.get("num_threads")):
+    with pinned_threads(EngineParams.of(config.hparams).num_threads):
         return _train(config, run_dir, place, device, progress or Progress(), should_stop, data)
 
 
@@ -270,18 +274,16 @@ def _train(
     data: LoadedData | None,
 ) -> dict[str, Any]:
     run_dir.plan(config_json(config))  # when no sweep planned it (benchmarks, analyses)
-    hp = config.hparams
     family, splits, stream, method = _setup(config, place, device, data)
+    hp = method.hp
     checkpoint = run_dir.load_checkpoint()
     fingerprint = family.fingerprint(config.ratio) if data is None else None
     if fingerprint is not None:
         _check_fingerprint(run_dir, checkpoint, fingerprint)
     accelerate(method.modules(), hp, device)
-    amp = amp_dtype(hp.get("amp"), device)
+    amp = amp_dtype(hp.amp, device)
     spec, total_steps = family.spec, method.env.total_steps
-    eval_every = int(
-        hp["eval_every"] or max(1, round(float(hp["eval_every_epochs"]) * stream.steps_per_epoch))
-    )
+    eval_every = hp.eval_every or max(1, round(hp.eval_every_epochs * stream.steps_per_epoch))
     tracker = SelectionTracker()
     iid, iid_note = iid_valid(splits.valid, config.ratio, config.seed)
     if device.type == "cuda":
@@ -320,10 +322,8 @@ def _train(
         save(0)  # an expensive preparation stage is not redone on resume
     progress.start(run_dir.run_id, total_steps, step)
     batches = stream.batches(start_step=step)
-    eval_bs = int(hp["eval_batch_size"])
-    nc_split = (
-        _limit(splits.train, hp.get("nc_limit"), config.seed + 3) if hp.get("track_nc") else None
-    )
+    eval_bs = hp.eval_batch_size
+    nc_split = _limit(splits.train, hp.nc_limit, config.seed + 3) if hp.track_nc else None
     method.train_mode()
     while step < total_steps:
         tick = time.perf_counter()

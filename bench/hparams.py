@@ -1,18 +1,33 @@
 """Hyperparameter declarations: every key a run uses has a type, a default, a range and a doc.
 
-The engine declares its keys here (:data:`ENGINE_HPARAMS`); a method declares its own on its
-class (``Method.HPARAMS``), with the same :class:`HParam`. Values from every layer (method YAML,
-presets, ``--set``, tuned files) are parsed and checked against these declarations when the grid
-is expanded, so a bad value is a one-line error before any run exists, never a crash mid-sweep.
+A key is declared once, as a field of a frozen dataclass: the engine's keys are the fields of
+:class:`EngineParams`; a method's params class extends it (or its parent method's) with its own
+fields, each made by :func:`hparam`. The field's name is the key, its annotation the kind (``int``,
+``float``, ``bool``, ``str``, ``tuple[int, ...]``; ``| None`` lets ``null`` through), and
+:func:`hparam` carries the rest (default, doc, range, choices, the value a timing run uses).
+:func:`declarations` turns a params class into :class:`HParam` records, which the resolution
+(``debias_bench.config``) uses to parse and check the values of every layer (method YAML,
+presets, ``--set``, tuned files) when the grid is expanded, so a bad value is a one-line error
+before any run exists, never a crash mid-sweep. A method reads the resolved values as typed
+attributes of its params (``self.hp.lr``), which mypy checks.
+
+Step counts that presets shorten (DisEnt's ``curr_step``, LfF+BE's ``committee_steps``) are
+set per preset in the method's YAML (``presets:``), not derived by a rule: the shipped values are
+not one rule (DisEnt's smoke swap starts at 5 of 20 steps, its ci one at 20 %, and only Colored
+MNIST's quick run is scaled; LfF+BE's committee is 125, 10 or 20 steps whatever the run's
+length), so a rule would change the ids of published runs.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
+import functools
 import math
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
-from typing import Any, Literal
+import types
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, Self, Union, get_args, get_origin, get_type_hints
 
 from debias_bench.errors import ConfigError
 
@@ -20,6 +35,8 @@ Kind = Literal["int", "float", "bool", "str", "ints"]
 
 #: a declared default meaning "no default: the method's YAML (or ``--set``) must give it"
 REQUIRED: Any = type("Required", (), {"__repr__": lambda self: "REQUIRED"})()
+#: a declared timing value meaning "a timing run keeps the run's own value"
+NO_TIMING: Any = type("NoTiming", (), {"__repr__": lambda self: "NO_TIMING"})()
 
 
 @dataclass(frozen=True)
@@ -30,7 +47,9 @@ class HParam:
     ``choices_of``, called at check time, for registries that grow) limit strings; ``nullable``
     lets ``null`` through. ``late``: declared engine-wide after run ids were first published; at
     its default it is left out of a run's id unless the method's YAML names it (see
-    ``RunConfig.identity``), so those ids stay valid.
+    ``RunConfig.identity``), so those ids stay valid. ``timing``: the value a timing run
+    (``bench perf``) sets, to keep a preparation stage short or switch a late phase on from the
+    first step (:data:`NO_TIMING`: the run's own value).
     """
 
     name: str
@@ -44,6 +63,7 @@ class HParam:
     choices_of: Callable[[], Iterable[str]] | None = None
     nullable: bool = False
     late: bool = False
+    timing: Any = NO_TIMING
 
     def allowed(self) -> tuple[Any, ...] | None:
         if self.choices_of is not None:
@@ -162,109 +182,190 @@ MAX_EPOCHS = 10_000
 MAX_STEPS = 100_000_000
 MAX_BATCH = 65_536
 
-#: The engine's keys: every method has them. Lengths, cadence, data subsets, backbone, optimiser.
-ENGINE_HPARAMS: tuple[HParam, ...] = (
-    HParam("batch_size", "int", 256, "training mini-batch size", low=1, high=MAX_BATCH),
-    HParam(
-        "epochs",
-        "int",
-        100,
-        "training length in epochs (ignored when steps is set)",
-        low=1,
-        high=MAX_EPOCHS,
-    ),
-    HParam(
-        "steps",
-        "int",
-        None,
-        "training length in steps; overrides epochs",
-        low=1,
-        high=MAX_STEPS,
-        nullable=True,
-    ),
-    HParam(
-        "eval_every",
-        "int",
-        None,
-        "evaluate every N steps (null: eval_every_epochs)",
-        low=1,
-        nullable=True,
-    ),
-    HParam("eval_every_epochs", "float", 1, "evaluate every N epochs", low=0, low_open=True),
-    HParam("eval_batch_size", "int", 1024, "evaluation batch size", low=1, high=MAX_BATCH),
-    HParam(
-        "train_limit",
-        "int",
-        None,
-        "train on a seeded subset of this many samples",
-        low=1,
-        nullable=True,
-    ),
-    HParam(
-        "eval_limit",
-        "int",
-        None,
-        "evaluate on seeded valid/test subsets of this size",
-        low=1,
-        nullable=True,
-    ),
-    HParam("input_div255", "bool", False, "divide inputs by 255 again (the official MLPs)"),
-    HParam(
-        "pretrained_weights",
-        "str",
-        None,
-        "path of ImageNet weights for resnet18_pretrained",
-        nullable=True,
-    ),
-    HParam("track_nc", "bool", False, "Neural Collapse metrics at every evaluation"),
-    HParam("nc_limit", "int", 10000, "training samples used for the NC metrics", low=1),
-    HParam(
-        "image_size",
-        "int",
-        None,
-        "resize every split to this side (ResNets only)",
-        low=1,
-        nullable=True,
-        late=True,
-    ),
-    HParam(
-        "num_threads", "int", None, "pin the run's CPU threads", low=1, nullable=True, late=True
-    ),
-    HParam("amp", "str", "none", "mixed precision", choices=("none", "bf16", "auto"), late=True),
-    HParam(
-        "channels_last",
-        "str",
-        "auto",
-        "NHWC weights (speed only)",
-        choices=("auto", "true", "false"),
-    ),
-    HParam("compile", "bool", False, "torch.compile the method's modules (speed only)"),
-    HParam("backbone", "str", REQUIRED, "network (default: the dataset's)", choices_of=_backbones),
-    HParam(
-        "mlp_hidden",
-        "ints",
-        None,
-        "hidden sizes of the mlp backbone (null: 100-100-100)",
-        low=1,
-        nullable=True,
-        late=True,
-    ),
-    HParam("optimizer", "str", "adam", "optimiser", choices_of=_optimizers, late=True),
-    HParam("lr", "float", 1.0e-3, "learning rate", low=0, low_open=True, late=True),
-    HParam("weight_decay", "float", 0.0, "L2 weight decay", low=0, late=True),
-    HParam("momentum", "float", 0.9, "SGD momentum", low=0, high=1, late=True),
-    HParam(
-        "lr_step_epochs",
-        "float",
-        None,
-        "StepLR period in epochs (null: constant lr)",
-        low=0,
-        low_open=True,
-        nullable=True,
-        late=True,
-    ),
-    HParam("lr_gamma", "float", 1.0, "StepLR factor per period", low=0, low_open=True, late=True),
-)
+
+def hparam(
+    default: Any,
+    doc: str,
+    *,
+    low: float | None = None,
+    high: float | None = None,
+    low_open: bool = False,
+    choices: tuple[Any, ...] | None = None,
+    choices_of: Callable[[], Iterable[str]] | None = None,
+    late: bool = False,
+    timing: Any = NO_TIMING,
+) -> Any:
+    """A hyperparameter declared as a field of a params class (:class:`HParam` says what each
+    argument means; the name, kind and nullability come from the field)."""
+    partial = HParam(
+        "", "str", default, doc, low, high, low_open, choices, choices_of, late=late, timing=timing
+    )
+    return field(default=default, metadata={_DECLARATION: partial})
+
+
+_DECLARATION = "debias_bench.hparam"
+#: field annotation -> declared kind (``X | None`` adds ``nullable``)
+_KIND_OF_TYPE: dict[Any, Kind] = {
+    int: "int",
+    float: "float",
+    bool: "bool",
+    str: "str",
+    tuple[int, ...]: "ints",
+}
+_TYPE_OF_KIND = {kind: tp for tp, kind in _KIND_OF_TYPE.items()}
+
+
+class UndeclaredKey(ConfigError, KeyError):
+    """A method read (by the old string-key form) a hyperparameter it does not declare."""
+
+    def __init__(self, key: str) -> None:
+        ConfigError.__init__(
+            self,
+            f"the method reads hyperparameter {key!r}, which it does not declare",
+            hint=f"declare {key!r} on the method's params class (see README, Adding a method)",
+        )
+
+
+@dataclass(frozen=True)
+class EngineParams(Mapping[str, Any]):
+    """The engine's keys (every method has them): lengths, cadence, data subsets, backbone,
+    optimiser. A method's params class extends it with :func:`hparam` fields.
+
+    A ``float`` key may hold an int at run time (``lr: 1`` stays 1: run ids hash the values as
+    given, and 1 and 1.0 differ there); arithmetic is the same. Also a read-only mapping
+    (``hp["lr"]``, ``hp.get("lr")``, ``dict(hp)``), so plugins written against the former dict of
+    resolved values keep working; new code reads attributes."""
+
+    batch_size: int = hparam(256, "training mini-batch size", low=1, high=MAX_BATCH)
+    epochs: int = hparam(
+        100, "training length in epochs (ignored when steps is set)", low=1, high=MAX_EPOCHS
+    )
+    steps: int | None = hparam(
+        None, "training length in steps; overrides epochs", low=1, high=MAX_STEPS
+    )
+    eval_every: int | None = hparam(None, "evaluate every N steps (null: eval_every_epochs)", low=1)
+    eval_every_epochs: float = hparam(1, "evaluate every N epochs", low=0, low_open=True)
+    eval_batch_size: int = hparam(1024, "evaluation batch size", low=1, high=MAX_BATCH)
+    train_limit: int | None = hparam(None, "train on a seeded subset of this many samples", low=1)
+    eval_limit: int | None = hparam(
+        None, "evaluate on seeded valid/test subsets of this size", low=1
+    )
+    input_div255: bool = hparam(False, "divide inputs by 255 again (the official MLPs)")
+    pretrained_weights: str | None = hparam(
+        None, "path of ImageNet weights for resnet18_pretrained"
+    )
+    track_nc: bool = hparam(False, "Neural Collapse metrics at every evaluation")
+    nc_limit: int = hparam(10000, "training samples used for the NC metrics", low=1)
+    image_size: int | None = hparam(
+        None, "resize every split to this side (ResNets only)", low=1, late=True
+    )
+    num_threads: int | None = hparam(None, "pin the run's CPU threads", low=1, late=True)
+    amp: str = hparam("none", "mixed precision", choices=("none", "bf16", "auto"), late=True)
+    channels_last: str = hparam(
+        "auto", "NHWC weights (speed only)", choices=("auto", "true", "false")
+    )
+    compile: bool = hparam(False, "torch.compile the method's modules (speed only)")
+    backbone: str = hparam(REQUIRED, "network (default: the dataset's)", choices_of=_backbones)
+    mlp_hidden: tuple[int, ...] | None = hparam(
+        None, "hidden sizes of the mlp backbone (null: 100-100-100)", low=1, late=True
+    )
+    optimizer: str = hparam("adam", "optimiser", choices_of=_optimizers, late=True)
+    lr: float = hparam(1.0e-3, "learning rate", low=0, low_open=True, late=True)
+    weight_decay: float = hparam(0.0, "L2 weight decay", low=0, late=True)
+    momentum: float = hparam(0.9, "SGD momentum", low=0, high=1, late=True)
+    lr_step_epochs: float | None = hparam(
+        None, "StepLR period in epochs (null: constant lr)", low=0, low_open=True, late=True
+    )
+    lr_gamma: float = hparam(1.0, "StepLR factor per period", low=0, low_open=True, late=True)
+
+    @classmethod
+    def of(cls, values: Mapping[str, Any]) -> Self:
+        """Typed params from resolved values (``RunConfig.hparams``, or params of another
+        class): keys the class does not declare are left out, keys missing take their declared
+        default, and a missing key without one is an error (resolution gives every key)."""
+        if isinstance(values, cls):
+            return values
+        given: dict[str, Any] = {}
+        for declared_field in dataclasses.fields(cls):
+            name = declared_field.name
+            value = values.get(name, declared_field.default)
+            if value is REQUIRED:
+                raise ConfigError(
+                    f"{cls.__name__}: no value for hyperparameter {name!r}",
+                    hint="resolve the values with debias_bench.config.make_config (or "
+                    "resolve_hparams), which gives every declared key",
+                )
+            given[name] = tuple(value) if isinstance(value, list) else value
+        return cls(**given)
+
+    def __getitem__(self, key: str) -> Any:
+        if key not in self.__dataclass_fields__:
+            raise UndeclaredKey(key)
+        return getattr(self, key)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.__dataclass_fields__)
+
+    def __len__(self) -> int:
+        return len(self.__dataclass_fields__)
+
+
+@functools.cache
+def declarations(params: type[EngineParams]) -> tuple[HParam, ...]:
+    """Every key of a params class as an :class:`HParam`, in field order (the engine's first)."""
+    hints = get_type_hints(params)
+    out = []
+    for declared_field in dataclasses.fields(params):
+        name = declared_field.name
+        partial = declared_field.metadata.get(_DECLARATION)
+        if partial is None:
+            raise TypeError(
+                f"{params.__name__}.{name} is not declared with debias_bench.hparams.hparam()"
+            )
+        if hasattr(Mapping, name):
+            raise TypeError(f"{params.__name__}.{name}: the name is taken by the mapping interface")
+        kind, nullable = _kind(hints[name], f"{params.__name__}.{name}")
+        out.append(dataclasses.replace(partial, name=name, kind=kind, nullable=nullable))
+    return tuple(out)
+
+
+def _kind(annotation: Any, where: str) -> tuple[Kind, bool]:
+    """The declared kind of a field annotation, and whether it admits None."""
+    args = get_args(annotation)
+    nullable = get_origin(annotation) in (Union, types.UnionType) and type(None) in args
+    if nullable:
+        rest = [a for a in args if a is not type(None)]
+        annotation = rest[0] if len(rest) == 1 else None
+    try:
+        return _KIND_OF_TYPE[annotation], nullable
+    except (KeyError, TypeError):
+        raise TypeError(
+            f"{where}: a hyperparameter is int, float, bool, str or tuple[int, ...] "
+            "(optionally | None)"
+        ) from None
+
+
+def params_from(name: str, base: type[EngineParams], own: Iterable[HParam]) -> type[EngineParams]:
+    """A params class declaring ``own`` on top of ``base``: for a method that still lists
+    :class:`HParam` records in ``HPARAMS`` (the former form), so it gets typed params too."""
+    fields_ = []
+    for param in own:
+        tp: Any = _TYPE_OF_KIND[param.kind]
+        fields_.append((param.name, tp | None if param.nullable else tp,
+                        field(default=param.default, metadata={_DECLARATION: param})))  # fmt: skip
+    made = dataclasses.make_dataclass(name, fields_, bases=(base,), frozen=True)
+    return made
+
+
+def timing_values(table: Iterable[HParam]) -> dict[str, Any]:
+    """The values a timing run (``bench perf``) sets: each declaration's ``timing``, where it
+    has one."""
+    return {p.name: p.timing for p in table if p.timing is not NO_TIMING}
+
+
+#: The engine's keys, as records (``bench config``, the CLI's numeric flags, resolution).
+ENGINE_HPARAMS: tuple[HParam, ...] = declarations(EngineParams)
+
 
 #: Settings that change speed, not the math: recorded in config.json, never hashed.
 SPEED_KEYS = frozenset({"channels_last", "compile"})

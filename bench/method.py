@@ -2,8 +2,10 @@
 
 The engine owns the loop, evaluation, selection, checkpoints and resume; a method only says
 how one training step updates its models and how it predicts. Everything stateful it keeps as
-an attribute with a ``state_dict`` (modules, optimisers, schedulers, per-sample buffers) is
-saved and restored automatically.
+an attribute with a ``state_dict`` (modules, optimisers, schedulers, per-sample buffers), a
+tensor or a random generator is saved and restored automatically; state it would lose (tensors
+inside a list, an object without ``state_dict`` holding tensors) is refused before training
+starts (:meth:`Method.checkpointed`).
 """
 
 from __future__ import annotations
@@ -19,19 +21,12 @@ from torch import nn
 from debias_bench.acceleration import full_precision
 from debias_bench.data import Batch, DatasetSpec, Splits
 from debias_bench.errors import ConfigError
-from debias_bench.hparams import HParam
-from debias_bench.optim import make_optimizer, make_scheduler
+from debias_bench.hparams import ENGINE_HPARAMS, EngineParams, HParam, declarations, params_from
+from debias_bench.optim import OptimizerSettings, make_optimizer, make_scheduler
 
-
-class HParams(dict):
-    """Resolved hyperparameters. Every declared key is resolved before a run starts, so a
-    missing key is one the method reads without declaring it: a bug in the method."""
-
-    def __missing__(self, key: str) -> Any:
-        raise ConfigError(
-            f"the method reads hyperparameter {key!r}, which it does not declare",
-            hint=f"add HParam({key!r}, ...) to the method class's HPARAMS",
-        )
+#: The former name of a method's resolved values (a dict): typed params from a mapping
+#: (``bench/perf.py`` still builds them so).
+HParams = EngineParams.of
 
 
 @dataclass(frozen=True)
@@ -46,17 +41,48 @@ class TrainEnv:
 
 
 class Method(ABC):
-    """Base class: subclasses set up their models in ``__init__`` and implement the rest."""
+    """Base class: subclasses set up their models in ``__init__`` and implement the rest.
+
+    A method's hyperparameters are the fields of its params class (``Params``, a frozen
+    dataclass extending :class:`~debias_bench.hparams.EngineParams` or its parent method's);
+    ``self.hp`` holds the run's resolved values as an instance of it, so declare ``hp`` with the
+    same class for typed reads::
+
+        @dataclass(frozen=True)
+        class LfFParams(EngineParams):
+            q: float = hparam(REQUIRED, "GCE exponent of the biased model", low=0, high=1)
+
+        class LfF(Method):
+            Params = LfFParams
+            hp: LfFParams
+
+    Values per dataset, ratio, protocol and preset go in the YAML beside the module.
+    """
 
     #: set by the registry decorator's caller for messages; informative only
     name: ClassVar[str] = ""
-    #: the method's own hyperparameters (the engine's are in ``debias_bench.hparams``); values
-    #: per dataset, ratio, protocol and preset go in the YAML beside the module
+    #: the method's params class: the engine's keys and the method's own
+    Params: ClassVar[type[EngineParams]] = EngineParams
+    #: the method's own declarations (derived from ``Params``; those not the engine's). A method
+    #: written in the former form lists :class:`HParam` records here instead of a ``Params``.
     HPARAMS: ClassVar[tuple[HParam, ...]] = ()
+    hp: EngineParams
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        own = vars(cls)
+        if "HPARAMS" in own and "Params" in own:
+            raise TypeError(f"{cls.__name__}: declare Params or HPARAMS, not both")
+        if "HPARAMS" in own:  # the former form: typed params made from the records
+            cls.Params = params_from(f"{cls.__name__}Params", EngineParams, own["HPARAMS"])
+        if not issubclass(cls.Params, EngineParams):
+            raise TypeError(f"{cls.__name__}.Params must extend debias_bench.hparams.EngineParams")
+        cls.HPARAMS = tuple(p for p in declarations(cls.Params) if p not in ENGINE_HPARAMS)
 
     def __init__(self, spec: DatasetSpec, hp: Mapping[str, Any], env: TrainEnv) -> None:
+        """``hp``: the resolved values (``RunConfig.hparams``) or typed params."""
         self.spec = spec
-        self.hp = HParams(hp)
+        self.hp = type(self).Params.of(hp)
         self.env = env
         self.device = env.device
 
@@ -92,9 +118,13 @@ class Method(ABC):
         return None
 
     # ----------------------------------------------------------------- shared pieces
-    def optimizer_for(self, *modules: nn.Module, prefix: str = "") -> torch.optim.Optimizer:
+    def optimizer_for(
+        self, *modules: nn.Module, settings: OptimizerSettings | None = None
+    ) -> torch.optim.Optimizer:
+        """An optimiser over the trainable parameters of ``modules``: the run's (``optimizer``,
+        ``lr``, ``weight_decay``, ``momentum``) unless ``settings`` says otherwise."""
         params = [p for m in modules for p in m.parameters() if p.requires_grad]
-        return make_optimizer(params, self.hp, prefix)
+        return make_optimizer(params, settings or OptimizerSettings.of(self.hp))
 
     def scheduler_for(self, optimizer: torch.optim.Optimizer) -> Any:
         return make_scheduler(optimizer, self.hp, self.env.steps_per_epoch)
@@ -123,31 +153,33 @@ class Method(ABC):
         for module in self.modules():
             module.eval()
 
-    def _stateful(self) -> dict[str, Any]:
+    def checkpointed(self) -> dict[str, Any]:
         """The attributes a checkpoint holds: everything with a ``state_dict`` (modules,
         optimisers, schedulers, the pieces of ``methods/state.py``), plain tensors and random
-        generators. Tensors or generators inside a list, tuple or dict would be silently lost
-        on resume: such an attribute is an error that names it."""
+        generators. State anywhere else (inside a list, tuple, dict or set, or inside an object
+        without ``state_dict``) would be silently lost on resume: such an attribute is an error
+        that names it. The engine calls this right after constructing the method, so a method
+        that keeps such state is refused before it trains, and again at every checkpoint."""
         out = {}
         for name, value in vars(self).items():
             if name in _NOT_STATE:
                 continue
             if callable(getattr(value, "state_dict", None)) or isinstance(value, _RAW_STATE):
                 out[name] = value
-            elif isinstance(value, list | tuple | dict) and _holds_state(value):
+            elif _holds_state(value):
                 raise ConfigError(
-                    f"method {type(self).__name__}: attribute {name!r} holds tensors, modules "
-                    "or generators inside a container, which a checkpoint would not restore",
+                    f"method {type(self).__name__}: attribute {name!r} holds tensors, modules, "
+                    "optimisers or generators that a checkpoint would not save",
                     hint="use an nn.ModuleList/ModuleDict, one attribute per tensor, or an "
                     "object with state_dict()/load_state_dict() (see methods/state.py)",
                 )
         return out
 
     def state_dict(self) -> dict[str, Any]:
-        return {name: _state_of(obj) for name, obj in self._stateful().items()}
+        return {name: _state_of(obj) for name, obj in self.checkpointed().items()}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        stateful = self._stateful()
+        stateful = self.checkpointed()
         missing = set(stateful) - set(state)
         if missing:
             raise ValueError(f"checkpoint lacks state for {sorted(missing)}")
@@ -175,10 +207,19 @@ def _state_of(obj: Any) -> Any:
     return obj.state_dict()
 
 
-def _holds_state(container: Any) -> bool:
-    items = container.values() if isinstance(container, dict) else container
-    return any(
-        isinstance(item, (*_RAW_STATE, nn.Module, torch.optim.Optimizer))
-        or (isinstance(item, list | tuple | dict) and _holds_state(item))
-        for item in items
-    )
+def _holds_state(value: Any, depth: int = 0) -> bool:
+    """Whether ``value`` (not itself checkpointed) holds tensors, modules, optimisers or
+    generators, looking into containers and into plain objects' attributes (a few levels)."""
+    if isinstance(value, (*_RAW_STATE, nn.Module, torch.optim.Optimizer)):
+        return True
+    if depth > 3 or isinstance(value, str | bytes | int | float | torch.device | type):
+        return False
+    if callable(getattr(value, "state_dict", None)):
+        return depth > 0  # a checkpointable object inside a container is still lost
+    if isinstance(value, dict):
+        items: Any = value.values()
+    elif isinstance(value, list | tuple | set | frozenset):
+        items = value
+    else:
+        items = getattr(value, "__dict__", {}).values()
+    return any(_holds_state(item, depth + 1) for item in items)

@@ -8,30 +8,49 @@ run's steps per epoch, so ``lr_step_epochs: 10, lr_gamma: 1.01`` is exactly ETF-
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch.optim.lr_scheduler import LRScheduler, StepLR
 
 from debias_bench.errors import ConfigError
+from debias_bench.hparams import EngineParams
 
-#: the optimisers ``optimizer`` (and a method's ``<prefix>optimizer``) may name
+#: the optimisers ``optimizer`` (and a method's own optimiser keys) may name
 OPTIMIZERS = ("adam", "adamw", "sgd")
 
 
+@dataclass(frozen=True)
+class OptimizerSettings:
+    """What an optimiser is built from: the run's keys (:meth:`of`), or a method's own (SelecMix's
+    auxiliary model: ``proj_optimizer``, ``proj_lr``, ...)."""
+
+    name: str
+    lr: float
+    weight_decay: float = 0.0
+    momentum: float = 0.9  # SGD only
+
+    @classmethod
+    def of(cls, hp: Mapping[str, Any]) -> OptimizerSettings:
+        """The run's optimiser (``optimizer``, ``lr``, ``weight_decay``, ``momentum``)."""
+        params = EngineParams.of(hp)
+        return cls(params.optimizer, params.lr, params.weight_decay, params.momentum)
+
+
 def make_optimizer(
-    params: Iterable[torch.nn.Parameter], hp: Mapping[str, Any], prefix: str = ""
+    params: Iterable[torch.nn.Parameter], settings: OptimizerSettings | Mapping[str, Any]
 ) -> torch.optim.Optimizer:
-    """``{prefix}optimizer`` in adam / adamw / sgd with ``{prefix}lr``, ``{prefix}weight_decay``."""
-    name = str(hp.get(prefix + "optimizer", "adam")).lower()
-    lr = float(hp[prefix + "lr"])
-    wd = float(hp.get(prefix + "weight_decay", 0.0))
+    """Adam, AdamW or SGD (``settings``, or the run's optimiser of resolved values)."""
+    if not isinstance(settings, OptimizerSettings):
+        settings = OptimizerSettings.of(settings)
+    name, lr, wd = settings.name.lower(), float(settings.lr), float(settings.weight_decay)
     if name == "adam":
         return torch.optim.Adam(params, lr=lr, weight_decay=wd)
     if name == "adamw":
         return torch.optim.AdamW(params, lr=lr, weight_decay=wd)
     if name == "sgd":
-        momentum = float(hp.get(prefix + "momentum", 0.9))
+        momentum = float(settings.momentum)
         return torch.optim.SGD(params, lr=lr, momentum=momentum, weight_decay=wd)
     raise ConfigError(f"unknown optimizer {name!r}; valid: adam, adamw, sgd")
 
@@ -40,8 +59,8 @@ def make_scheduler(
     optimizer: torch.optim.Optimizer, hp: Mapping[str, Any], steps_per_epoch: int
 ) -> LRScheduler | None:
     """StepLR every ``lr_step_epochs`` epochs by ``lr_gamma`` (None when absent or gamma 1)."""
-    period = hp.get("lr_step_epochs")
-    gamma = float(hp.get("lr_gamma", 1.0))
+    params = EngineParams.of(hp)
+    period, gamma = params.lr_step_epochs, float(params.lr_gamma)
     if not period or gamma == 1.0:
         return None
     return StepLR(optimizer, step_size=max(1, round(float(period) * steps_per_epoch)), gamma=gamma)

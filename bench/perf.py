@@ -15,10 +15,11 @@ Data
 Harness cells
     ``train_run`` with the paper preset's configuration of the method (its backbone, batch size,
     optimiser) and three changes: ``steps = warmup + steps``; evaluation only after the last
-    step; and the knobs in :data:`SHORTEN` (LfF+BE's committee, a preparation stage outside the
-    timed window, is one member trained 2 steps; DisEnt's feature swap, its steady state, is on
-    from the start). BAR's ImageNet-pretrained ResNet-18 is replaced by the same network from
-    scratch (weights do not change the speed and need no download).
+    step; and each hyperparameter's declared ``timing`` value, where it has one (LfF+BE's
+    committee, a preparation stage outside the timed window, is one member trained 2 steps;
+    DisEnt's feature swap, its steady state, is on from the start). BAR's ImageNet-pretrained
+    ResNet-18 is replaced by the same network from scratch (weights do not change the speed and
+    need no download).
 
 Bare cells
     Vanilla written by hand: the same model and optimiser builders and batch size, the same
@@ -67,11 +68,11 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from debias_bench.config import RunConfig, make_config, resolve_hparams
+from debias_bench.config import RunConfig, make_config, method_hparams, resolve_hparams
 from debias_bench.data import DatasetSpec, Split, Splits
 from debias_bench.engine import DataPlace, Interrupted, Progress, pinned_threads, train_run
 from debias_bench.family import DatasetFamily
-from debias_bench.hparams import MAX_STEPS
+from debias_bench.hparams import MAX_STEPS, timing_values
 from debias_bench.method import HParams
 from debias_bench.methods.common import make_classifier
 from debias_bench.optim import make_optimizer
@@ -80,19 +81,6 @@ from debias_bench.store import RunStore
 
 #: the method name of the bare PyTorch loop's cells
 BARE = "bare"
-
-#: Preparation knobs kept short, and phases switched on from the start, when a method has them.
-SHORTEN: dict[str, Any] = {
-    # LfF+BE: the committee is preparation, outside the timed window: one member, 2 steps; a
-    # threshold of 0 marks every sample pseudo-aligned (on real data most are), so the biased
-    # model trains on whole batches as it mostly does in a real run
-    "committee_members": 1,
-    "committee_agreement": 1,
-    "committee_steps": 2,
-    "committee_valid_every": 1,
-    "committee_threshold": 0.0,
-    "curr_step": 0,  # DisEnt: the feature swap (its steady state) from the first step
-}
 
 
 @dataclass(frozen=True)
@@ -284,7 +272,7 @@ def cell_overrides(method: str, cell: Cell) -> dict[str, Any]:
     # longest run the declarations allow, evaluated never (eval_every one past it)
     total = cell.warmup + cell.steps if cell.min_time_s <= 0 else MAX_STEPS - 1
     overrides: dict[str, Any] = {"steps": total, "eval_every": total + 1}
-    overrides.update({k: v for k, v in SHORTEN.items() if k in known})
+    overrides.update(timing_values(method_hparams(method).values()))
     if known["backbone"] == "resnet18_pretrained":
         overrides["backbone"] = "resnet18"  # same network; its weights do not change the speed
     if cell.batch_size:

@@ -84,22 +84,108 @@ _ENGINE_MODULES = frozenset({"builtins", "abc", "debias_bench.method", "debias_b
 
 
 def _normalized_source(module: ModuleType) -> str:
-    """The module's code without comments, docstrings or layout; its name when it has no
-    readable source (a compiled module)."""
+    """:func:`normalized_code` of the module's source; its name when it has no readable source
+    (a compiled module)."""
     try:
-        tree = ast.parse(inspect.getsource(module))
+        return normalized_code(inspect.getsource(module))
     except (OSError, TypeError, SyntaxError):
         return module.__name__
+
+
+def normalized_code(source: str) -> str:
+    """What of ``source`` runs: its syntax tree without comments, docstrings, layout or type
+    annotations (of functions and variables; ``if TYPE_CHECKING:`` blocks, ``from __future__
+    import annotations`` and imported names no code uses left out). Annotations in the body of
+    a dataclass (or a NamedTuple or TypedDict) are kept: they declare its fields, and a params
+    class's annotations declare each hyperparameter's kind."""
+    tree = _AnnotationEraser().visit(ast.parse(source))
+    _drop_unused_imported_names(tree)
     for node in ast.walk(tree):
         body = getattr(node, "body", None)
+        if not isinstance(body, list):
+            continue
         if (
-            isinstance(body, list)
-            and body
+            body
             and isinstance(body[0], ast.Expr)
             and isinstance(body[0].value, ast.Constant)
             and isinstance(body[0].value.value, str)
         ):
             del body[0]
-            if not body:
-                body.append(ast.Pass())
+        if not body:
+            body.append(ast.Pass())
     return ast.dump(tree, include_attributes=False)
+
+
+class _AnnotationEraser(ast.NodeTransformer):
+    """Type annotations out of a syntax tree (see :func:`normalized_code`)."""
+
+    def __init__(self) -> None:
+        self.field_bodies: set[int] = set()  # ids of class bodies whose annotations are fields
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> ast.AST | None:
+        if node.module == "__future__":
+            node.names = [alias for alias in node.names if alias.name != "annotations"]
+            return node if node.names else None
+        return node
+
+    def visit_If(self, node: ast.If) -> Any:
+        test = node.test
+        name = test.id if isinstance(test, ast.Name) else getattr(test, "attr", None)
+        if name != "TYPE_CHECKING":
+            return self.generic_visit(node)
+        kept: list[ast.AST] = []  # the else branch, if any, runs
+        for child in node.orelse:
+            visited = self.visit(child)
+            kept.extend(visited if isinstance(visited, list) else [visited] if visited else [])
+        return kept or None
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> ast.AST:
+        return self._erase_signature(node)
+
+    def visit_AsyncFunctionDef(self, node: ast.AsyncFunctionDef) -> ast.AST:
+        return self._erase_signature(node)
+
+    def _erase_signature(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> ast.AST:
+        node.returns = None
+        args = node.args
+        for arg in [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg]:
+            if arg is not None:
+                arg.annotation = None
+        return self.generic_visit(node)
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> ast.AST:
+        if _declares_fields(node):
+            self.field_bodies.update(id(child) for child in node.body)
+        return self.generic_visit(node)
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> ast.AST | None:
+        if id(node) in self.field_bodies:
+            return self.generic_visit(node)
+        if node.value is None:
+            return None  # a bare annotation declares nothing that runs
+        return ast.Assign(targets=[node.target], value=self.visit(node.value))
+
+
+def _declares_fields(node: ast.ClassDef) -> bool:
+    """A class whose body annotations are read at run time: a dataclass, NamedTuple or
+    TypedDict."""
+    decorators = [d.func if isinstance(d, ast.Call) else d for d in node.decorator_list]
+    names = [ast.unparse(d) for d in decorators] + [ast.unparse(b) for b in node.bases]
+    return any("dataclass" in n or n.endswith(("NamedTuple", "TypedDict")) for n in names)
+
+
+def _drop_unused_imported_names(tree: ast.Module) -> None:
+    """``from X import a, b``: names that no code reads are dropped, and the statement with
+    them when none is left (an annotation-only edit often adds such an import)."""
+    used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if not isinstance(body, list):
+            continue
+        for statement in list(body):
+            if isinstance(statement, ast.ImportFrom) and statement.module != "__future__":
+                statement.names = [
+                    a for a in statement.names if a.name == "*" or (a.asname or a.name) in used
+                ]
+                if not statement.names:
+                    body.remove(statement)

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import torch
 from torch import nn
 
 from debias_bench.backbones import Backbone, build_backbone, init_head
 from debias_bench.data import DatasetSpec
-from debias_bench.method import HParams
+from debias_bench.hparams import EngineParams
 
 
 class Classifier(nn.Module):
@@ -26,7 +29,10 @@ class Classifier(nn.Module):
 
 
 def make_classifier(
-    spec: DatasetSpec, hp: HParams, device: torch.device, bias: bool = True
+    spec: DatasetSpec, hp: Mapping[str, Any], device: torch.device, bias: bool = True
 ) -> Classifier:
-    """The dataset's backbone (``hp['backbone']``) with a ``num_classes`` head, on ``device``."""
-    return Classifier(build_backbone(hp["backbone"], spec, hp), spec.num_classes, bias).to(device)
+    """The run's backbone (``hp.backbone``) with a ``num_classes`` head, on ``device`` (``hp``:
+    typed params, or a mapping of resolved values)."""
+    params = EngineParams.of(hp)
+    backbone = build_backbone(params.backbone, spec, params)
+    return Classifier(backbone, spec.num_classes, bias).to(device)

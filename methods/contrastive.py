@@ -7,8 +7,8 @@ Specification: ``../shared/reference/METHODS.md`` section 8 (``iwhwang/SelecMix`
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, cast
+import dataclasses
+from typing import TYPE_CHECKING, cast
 
 import torch
 import torch.nn.functional as F
@@ -16,6 +16,10 @@ from torch import nn
 
 from debias_bench.backbones import Backbone, build_backbone
 from debias_bench.data import DatasetSpec
+from debias_bench.hparams import EngineParams
+
+if TYPE_CHECKING:
+    from .selecmix import SelecMixParams
 
 
 def gsc_loss(z: torch.Tensor, labels: torch.Tensor, temp: float, q: float | None) -> torch.Tensor:
@@ -71,23 +75,23 @@ class EmbeddingModel(nn.Module):
         return F.normalize(self.head(self.encoder(x)), dim=1)
 
 
-def make_embedding_model(spec: DatasetSpec, hp: Mapping[str, Any]) -> EmbeddingModel:
-    """The auxiliary model named by ``hp['aux_backbone']``.
+def make_embedding_model(spec: DatasetSpec, hp: SelecMixParams) -> EmbeddingModel:
+    """The auxiliary model named by ``hp.aux_backbone``.
 
     ``cifar_resnet18`` is the official choice for every dataset; any backbone name of
     ``debias_bench.backbones`` also works (e.g. ``mlp`` with ``aux_mlp_hidden``, a CPU-sized
     stand-in). The auxiliary model always sees the plain input: the official MLPs' second
     division by 255 is a quirk of the main model, not of SupConResNet.
     """
-    name = hp["aux_backbone"]
+    name = hp.aux_backbone
     if name == "cifar_resnet18":
         encoder = cifar_resnet18(spec.channels)
     else:
-        aux_hp = {**hp, "input_div255": False}
-        if hp.get("aux_mlp_hidden") is not None:
-            aux_hp["mlp_hidden"] = hp["aux_mlp_hidden"]
+        hidden = hp.mlp_hidden if hp.aux_mlp_hidden is None else hp.aux_mlp_hidden
+        engine_keys: EngineParams = hp  # what a backbone reads
+        aux_hp = dataclasses.replace(engine_keys, input_div255=False, mlp_hidden=hidden)
         encoder = build_backbone(name, spec, aux_hp)
-    return EmbeddingModel(encoder, int(hp.get("aux_embed_dim", 128)))
+    return EmbeddingModel(encoder, hp.aux_embed_dim)
 
 
 def contradicting_partners(

@@ -42,20 +42,37 @@ Departures
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
 import torch
 import torch.nn.functional as F
 from torch import nn
 from torch.optim.lr_scheduler import StepLR
 
 from debias_bench.backbones import Backbone, build_backbone, init_head
-from debias_bench.data import Batch
-from debias_bench.hparams import REQUIRED, HParam
-from debias_bench.method import Method
+from debias_bench.data import Batch, DatasetSpec
+from debias_bench.hparams import REQUIRED, EngineParams, hparam
+from debias_bench.method import Method, TrainEnv
 from debias_bench.registry import register_method
 
-from .ema import LOSS_EMA, SampleLossEMA, relative_difficulty
-from .losses import GCE_Q, generalized_ce
+from .ema import SampleLossEMA, loss_ema, relative_difficulty
+from .losses import gce_q, generalized_ce
 from .state import StepCounter
+
+
+@dataclass(frozen=True)
+class DisEntParams(EngineParams):
+    q: float = gce_q()
+    ema_alpha: float = loss_ema()
+    # a timing run (``bench perf``) swaps from the first step: the steady state it measures
+    curr_step: int = hparam(REQUIRED, "feature swap after this step", low=0, timing=0)
+    lambda_dis_align: float = hparam(REQUIRED, "weight of the intrinsic CE", low=0)
+    lambda_swap_align: float = hparam(REQUIRED, "weight of the bias CE", low=0)
+    lambda_swap: float = hparam(REQUIRED, "weight of the swapped-feature losses", low=0)
+    use_lr_decay: bool = hparam(REQUIRED, "StepLR every lr_decay_step by lr_gamma")
+    lr_decay_step: int = hparam(REQUIRED, "StepLR period in steps", low=1)
 
 
 class Branch(nn.Module):
@@ -88,18 +105,10 @@ def disentangled_logits(
     cost="2 encoders",
 )
 class DisEnt(Method):
-    HPARAMS = (
-        GCE_Q,
-        LOSS_EMA,
-        HParam("curr_step", "int", REQUIRED, "feature swap after this step", low=0),
-        HParam("lambda_dis_align", "float", REQUIRED, "weight of the intrinsic CE", low=0),
-        HParam("lambda_swap_align", "float", REQUIRED, "weight of the bias CE", low=0),
-        HParam("lambda_swap", "float", REQUIRED, "weight of the swapped-feature losses", low=0),
-        HParam("use_lr_decay", "bool", REQUIRED, "StepLR every lr_decay_step by lr_gamma"),
-        HParam("lr_decay_step", "int", REQUIRED, "StepLR period in steps", low=1),
-    )  # fmt: skip
+    Params = DisEntParams
+    hp: DisEntParams
 
-    def __init__(self, spec, hp, env) -> None:
+    def __init__(self, spec: DatasetSpec, hp: Mapping[str, Any], env: TrainEnv) -> None:
         super().__init__(spec, hp, env)
         self.intrinsic = self._branch()
         self.bias = self._branch()
@@ -107,21 +116,18 @@ class DisEnt(Method):
         self.optimizer_b = self.optimizer_for(self.bias)
         self.scheduler_i = self._decay(self.optimizer_i)
         self.scheduler_b = self._decay(self.optimizer_b)
-        alpha = float(self.hp["ema_alpha"])
-        self.ema_i = SampleLossEMA(env.train_size, alpha, self.device)
-        self.ema_b = SampleLossEMA(env.train_size, alpha, self.device)
+        self.ema_i = SampleLossEMA(env.train_size, self.hp.ema_alpha, self.device)
+        self.ema_b = SampleLossEMA(env.train_size, self.hp.ema_alpha, self.device)
         self.steps_done = StepCounter()
-        self.q = float(self.hp["q"])
-        self.curr_step = int(self.hp["curr_step"])
 
     def _branch(self) -> Branch:
-        encoder = build_backbone(self.hp["backbone"], self.spec, self.hp)
+        encoder = build_backbone(self.hp.backbone, self.spec, self.hp)
         return Branch(encoder, self.spec.num_classes).to(self.device)
 
     def _decay(self, optimizer: torch.optim.Optimizer) -> StepLR | None:
-        if not self.hp["use_lr_decay"]:
+        if not self.hp.use_lr_decay:
             return None
-        return StepLR(optimizer, int(self.hp["lr_decay_step"]), float(self.hp["lr_gamma"]))
+        return StepLR(optimizer, self.hp.lr_decay_step, self.hp.lr_gamma)
 
     def swap_loss(
         self, z_i: torch.Tensor, z_b: torch.Tensor, w: torch.Tensor, y: torch.Tensor
@@ -130,8 +136,8 @@ class DisEnt(Method):
         perm = torch.randperm(len(y), device=y.device)
         logits_i, logits_b = disentangled_logits(self.intrinsic, self.bias, z_i, z_b[perm])
         ce_i = (F.cross_entropy(logits_i, y, reduction="none") * w).mean()
-        gce_b = generalized_ce(logits_b, y[perm], self.q).mean()
-        return ce_i + float(self.hp["lambda_swap_align"]) * gce_b
+        gce_b = generalized_ce(logits_b, y[perm], self.hp.q).mean()
+        return ce_i + self.hp.lambda_swap_align * gce_b
 
     def update(self, batch: Batch) -> dict[str, torch.Tensor]:
         step = self.steps_done.value
@@ -142,15 +148,14 @@ class DisEnt(Method):
         self.ema_i.update(batch.index, ce_i, batch.y)
         self.ema_b.update(batch.index, ce_b, batch.y)
         w = relative_difficulty(self.ema_b, self.ema_i, batch.index, self.spec.num_classes)
-        loss_dis = (ce_i * w).mean() + float(self.hp["lambda_dis_align"]) * generalized_ce(
-            logits_b, batch.y, self.q
-        ).mean()
+        gce_b = generalized_ce(logits_b, batch.y, self.hp.q).mean()
+        loss_dis = (ce_i * w).mean() + self.hp.lambda_dis_align * gce_b
         loss, loss_swap = loss_dis, torch.zeros((), device=self.device)
-        if step > self.curr_step:
+        if step > self.hp.curr_step:
             loss_swap = self.swap_loss(z_i, z_b, w, batch.y)
-            loss = loss + float(self.hp["lambda_swap"]) * loss_swap
+            loss = loss + self.hp.lambda_swap * loss_swap
         self.step(loss, (self.optimizer_i, None), (self.optimizer_b, None))
-        if step >= self.curr_step:
+        if step >= self.hp.curr_step:
             for scheduler in (self.scheduler_i, self.scheduler_b):
                 if scheduler is not None:
                     scheduler.step()

@@ -7,10 +7,13 @@ from typing import Any
 
 import torch
 
-from debias_bench.hparams import REQUIRED, HParam
+from debias_bench.hparams import REQUIRED, hparam
 
-#: the per-sample loss EMA factor, declared once for every method that keeps one
-LOSS_EMA = HParam("ema_alpha", "float", REQUIRED, "per-sample loss EMA factor", low=0, high=1)
+
+def loss_ema() -> Any:
+    """The per-sample loss EMA factor, declared once for every method that keeps one (a field
+    of its params class: ``ema_alpha: float = loss_ema()``)."""
+    return hparam(REQUIRED, "per-sample loss EMA factor", low=0, high=1)
 
 
 class SampleLossEMA:

@@ -52,14 +52,18 @@ Recipe decisions (issue 16)
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from debias_bench.backbones import Backbone, build_backbone, init_head
-from debias_bench.data import Batch
-from debias_bench.hparams import REQUIRED, HParam
-from debias_bench.method import Method
+from debias_bench.data import Batch, DatasetSpec
+from debias_bench.hparams import REQUIRED, EngineParams, hparam
+from debias_bench.method import Method, TrainEnv
 from debias_bench.registry import register_method
 
 
@@ -112,6 +116,13 @@ class NormalizedClassifier(nn.Module):
         return self.head(self.features(x))
 
 
+@dataclass(frozen=True)
+class EnDParams(EngineParams):
+    alpha: float = hparam(REQUIRED, "weight of R_perp (same-bias pairs)", low=0)
+    beta: float = hparam(REQUIRED, "weight of R_par (same-class, other-bias pairs)", low=0)
+    par_pairs: str = hparam(REQUIRED, "R_par pair convention", choices=("official", "all"))
+
+
 @register_method(
     "end",
     display_name="EnD",
@@ -121,27 +132,22 @@ class NormalizedClassifier(nn.Module):
     cost="1 model + BxB Gram",
 )
 class EnD(Method):
-    HPARAMS = (
-        HParam("alpha", "float", REQUIRED, "weight of R_perp (same-bias pairs)", low=0),
-        HParam("beta", "float", REQUIRED, "weight of R_par (same-class, other-bias pairs)", low=0),
-        HParam("par_pairs", "str", REQUIRED, "R_par pair convention",
-               choices=("official", "all")),
-    )  # fmt: skip
+    Params = EnDParams
+    hp: EnDParams
 
-    def __init__(self, spec, hp, env) -> None:
+    def __init__(self, spec: DatasetSpec, hp: Mapping[str, Any], env: TrainEnv) -> None:
         super().__init__(spec, hp, env)
-        backbone = build_backbone(self.hp["backbone"], spec, self.hp)
+        backbone = build_backbone(self.hp.backbone, spec, self.hp)
         self.model = NormalizedClassifier(backbone, spec.num_classes).to(self.device)
-        self.alpha, self.beta = float(self.hp["alpha"]), float(self.hp["beta"])
-        self.par_pairs = str(self.hp["par_pairs"])
         self.optimizer = self.optimizer_for(self.model)
         self.scheduler = self.scheduler_for(self.optimizer)
 
     def update(self, batch: Batch) -> dict[str, torch.Tensor]:
         d = self.model.features(batch.x)
         ce = F.cross_entropy(self.model.head(d), batch.y)
-        r_perp, r_par = end_regularisers(d, batch.y, batch.b, self.par_pairs, self.spec.num_biases)
-        loss = ce + self.alpha * r_perp + self.beta * r_par
+        hp = self.hp
+        r_perp, r_par = end_regularisers(d, batch.y, batch.b, hp.par_pairs, self.spec.num_biases)
+        loss = ce + hp.alpha * r_perp + hp.beta * r_par
         self.step(loss, (self.optimizer, self.scheduler))
         return {
             "loss": loss.detach(),

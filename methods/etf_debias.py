@@ -50,15 +50,18 @@ Backbones (``etf_debias.yaml`` gives the sources)
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from debias_bench.backbones import build_backbone, init_head
-from debias_bench.data import Batch
-from debias_bench.hparams import REQUIRED, HParam
-from debias_bench.method import Method
+from debias_bench.data import Batch, DatasetSpec
+from debias_bench.hparams import REQUIRED, EngineParams, hparam
+from debias_bench.method import Method, TrainEnv
 from debias_bench.registry import register_method
 
 
@@ -91,6 +94,14 @@ class PrimeBank(nn.Module):
         return self.primes[bias]
 
 
+@dataclass(frozen=True)
+class ETFDebiasParams(EngineParams):
+    alpha: float = hparam(REQUIRED, "weight of the prime reinforcement loss L_RE", low=0)
+    prime: str = hparam(
+        REQUIRED, "prime features: the simplex ETF or random (Fig. 3b)", choices=("etf", "random")
+    )
+
+
 @register_method(
     "etf_debias",
     display_name="ETF-Debias",
@@ -100,14 +111,11 @@ class PrimeBank(nn.Module):
     cost="1 model (no auxiliary model)",
 )
 class ETFDebias(Method):
-    HPARAMS = (
-        HParam("alpha", "float", REQUIRED, "weight of the prime reinforcement loss L_RE", low=0),
-        HParam("prime", "str", REQUIRED, "prime features: the simplex ETF or random (Fig. 3b)",
-               choices=("etf", "random")),
-    )  # fmt: skip
+    Params = ETFDebiasParams
+    hp: ETFDebiasParams
 
     @classmethod
-    def skip(cls, spec, hp):
+    def skip(cls, spec: DatasetSpec, hp: Mapping[str, Any]) -> str | None:
         if spec.num_biases > spec.num_classes:
             return (
                 f"L_RE classifies the bias with the {spec.num_classes}-way classifier, so it "
@@ -115,16 +123,15 @@ class ETFDebias(Method):
             )
         return None
 
-    def __init__(self, spec, hp, env) -> None:
+    def __init__(self, spec: DatasetSpec, hp: Mapping[str, Any], env: TrainEnv) -> None:
         super().__init__(spec, hp, env)
-        self.backbone = build_backbone(self.hp["backbone"], spec, self.hp).to(self.device)
+        self.backbone = build_backbone(self.hp.backbone, spec, self.hp).to(self.device)
         self.dim = self.backbone.feat_dim
         generator = torch.Generator().manual_seed(env.seed)
-        make = {"etf": simplex_etf, "random": random_primes}[self.hp["prime"]]
+        make = {"etf": simplex_etf, "random": random_primes}[self.hp.prime]
         self.prime_bank = PrimeBank(make(self.dim, spec.num_biases, generator)).to(self.device)
         classifier = nn.Linear(2 * self.dim, spec.num_classes, bias=False)
         self.classifier = init_head(self.backbone, classifier).to(self.device)
-        self.alpha = float(self.hp["alpha"])
         self.optimizer = self.optimizer_for(self.backbone, self.classifier)
         self.scheduler = self.scheduler_for(self.optimizer)
 
@@ -138,7 +145,7 @@ class ETFDebias(Method):
 
     def update(self, batch: Batch) -> dict[str, torch.Tensor]:
         ce, re = self.losses(batch)
-        loss = ce + self.alpha * re
+        loss = ce + self.hp.alpha * re
         self.step(loss, (self.optimizer, self.scheduler))
         return {"loss": loss.detach(), "ce": ce.detach(), "re": re.detach()}
 

@@ -43,13 +43,16 @@ Departures
 
 from __future__ import annotations
 
-from typing import ClassVar
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 
-from debias_bench.data import Batch, Splits
-from debias_bench.hparams import REQUIRED, HParam
+from debias_bench.data import Batch, DatasetSpec, Splits
+from debias_bench.hparams import REQUIRED, EngineParams, hparam
+from debias_bench.method import TrainEnv
 from debias_bench.registry import register_method
 
 from .vanilla import Vanilla
@@ -81,6 +84,14 @@ def updated_group_weights(
     return q / q.sum()
 
 
+@dataclass(frozen=True)
+class GroupDROParams(EngineParams):
+    dro_step_size: float = hparam(
+        REQUIRED, "eta: step size of the group weights", low=0, low_open=True
+    )
+    dro_adjustment: float = hparam(REQUIRED, "C: generalisation adjustment C/sqrt(n_g)", low=0)
+
+
 @register_method(
     "groupdro",
     display_name="GroupDRO",
@@ -90,18 +101,12 @@ def updated_group_weights(
     cost="1 model",
 )
 class GroupDRO(Vanilla):
-    HPARAMS: ClassVar[tuple[HParam, ...]] = (
-        HParam("dro_step_size", "float", REQUIRED, "eta: step size of the group weights",
-               low=0, low_open=True),
-        HParam("dro_adjustment", "float", REQUIRED, "C: generalisation adjustment C/sqrt(n_g)",
-               low=0),
-    )  # fmt: skip
+    Params = GroupDROParams
+    hp: GroupDROParams
 
-    def __init__(self, spec, hp, env) -> None:
+    def __init__(self, spec: DatasetSpec, hp: Mapping[str, Any], env: TrainEnv) -> None:
         super().__init__(spec, hp, env)  # Vanilla: the model, its optimiser and schedule
         self.num_groups = spec.num_classes * spec.num_biases
-        self.eta = float(self.hp["dro_step_size"])
-        self.adjustment_c = float(self.hp["dro_adjustment"])
         uniform = torch.full((self.num_groups,), 1.0 / self.num_groups, device=self.device)
         self.group_weights = uniform  # q, checkpointed
         # training-set size of each group (for the adjustment); set by prepare(), checkpointed
@@ -113,16 +118,18 @@ class GroupDRO(Vanilla):
 
     def adjustment(self) -> torch.Tensor | None:
         """``C / sqrt(n_g)`` per group (None when C = 0)."""
-        if self.adjustment_c == 0:
+        if self.hp.dro_adjustment == 0:
             return None
-        return self.adjustment_c / self.group_counts.clamp(min=1).sqrt()
+        return float(self.hp.dro_adjustment) / self.group_counts.clamp(min=1).sqrt()
 
     def update(self, batch: Batch) -> dict[str, torch.Tensor]:
         losses = F.cross_entropy(self.model(batch.x), batch.y, reduction="none")
         groups = group_index(batch.y, batch.b, self.spec.num_biases)
         group_loss, _ = group_mean_losses(losses, groups, self.num_groups)
         with torch.no_grad():
-            q = updated_group_weights(self.group_weights, group_loss, self.eta, self.adjustment())
+            q = updated_group_weights(
+                self.group_weights, group_loss, float(self.hp.dro_step_size), self.adjustment()
+            )
             self.group_weights.copy_(q)
         loss = group_loss @ self.group_weights.to(group_loss.dtype)
         self.step(loss, (self.optimizer, self.scheduler))

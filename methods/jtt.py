@@ -48,13 +48,16 @@ Departures
 
 from __future__ import annotations
 
-from typing import ClassVar
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 
-from debias_bench.data import Batch, Splits, TrainStream
-from debias_bench.hparams import REQUIRED, HParam
+from debias_bench.data import Batch, DatasetSpec, Splits, TrainStream
+from debias_bench.hparams import REQUIRED, EngineParams, hparam
+from debias_bench.method import TrainEnv
 from debias_bench.metrics import predict_labels
 from debias_bench.registry import register_method
 
@@ -71,6 +74,14 @@ def upsampling_weights(error_set: torch.Tensor, upweight: float) -> torch.Tensor
     return 1.0 + float(upweight) * error_set.float()
 
 
+@dataclass(frozen=True)
+class JTTParams(EngineParams):
+    id_epochs: float = hparam(
+        REQUIRED, "T: epochs of the ERM identification model", low=0, low_open=True
+    )
+    upweight: float = hparam(REQUIRED, "lambda_up: extra copies of each error-set sample", low=0)
+
+
 @register_method(
     "jtt",
     display_name="JTT",
@@ -80,28 +91,24 @@ def upsampling_weights(error_set: torch.Tensor, upweight: float) -> torch.Tensor
     cost="ERM identification model (T epochs) + 1 model",
 )
 class JTT(Vanilla):
-    HPARAMS: ClassVar[tuple[HParam, ...]] = (
-        HParam("id_epochs", "float", REQUIRED, "T: epochs of the ERM identification model",
-               low=0, low_open=True),
-        HParam("upweight", "float", REQUIRED, "lambda_up: extra copies of each error-set sample",
-               low=0),
-    )  # fmt: skip
+    Params = JTTParams
+    hp: JTTParams
 
-    def __init__(self, spec, hp, env) -> None:
+    def __init__(self, spec: DatasetSpec, hp: Mapping[str, Any], env: TrainEnv) -> None:
         super().__init__(spec, hp, env)  # Vanilla: the model, its optimiser and schedule
         self.error_set = SampleMask(env.train_size, self.device)
         self.weights = SampleWeights(env.train_size, self.device)
 
     def identification_steps(self) -> int:
         env = self.env
-        return stage_steps(float(self.hp["id_epochs"]), env.steps_per_epoch, env.total_steps)
+        return stage_steps(self.hp.id_epochs, env.steps_per_epoch, env.total_steps)
 
     def prepare(self, data: Splits) -> None:
         model = make_classifier(self.spec, self.hp, self.device)
         optimizer = self.optimizer_for(model)
         scheduler = self.scheduler_for(optimizer)
         stream = TrainStream(
-            data.train, self.spec, int(self.hp["batch_size"]), self.env.seed + _STAGE1_SEED_OFFSET,
+            data.train, self.spec, self.hp.batch_size, self.env.seed + _STAGE1_SEED_OFFSET,
             self.device,
         )  # fmt: skip
         train_model(model, optimizer, stream.batches(), self.identification_steps(),
@@ -109,11 +116,11 @@ class JTT(Vanilla):
         model.eval()
         with torch.no_grad():
             preds = predict_labels(
-                model, data.train, self.spec, int(self.hp["eval_batch_size"]), self.device
+                model, data.train, self.spec, self.hp.eval_batch_size, self.device
             )
         errors = preds != data.train.labels
         self.error_set.set(errors.to(self.device))
-        self.weights.set(upsampling_weights(errors, float(self.hp["upweight"])).to(self.device))
+        self.weights.set(upsampling_weights(errors, self.hp.upweight).to(self.device))
 
     def update(self, batch: Batch) -> dict[str, torch.Tensor]:
         ce = F.cross_entropy(self.model(batch.x), batch.y, reduction="none")

@@ -31,19 +31,27 @@ Departures
 
 from __future__ import annotations
 
-from typing import ClassVar
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 
-from debias_bench.data import Batch
-from debias_bench.hparams import HParam
-from debias_bench.method import Method
+from debias_bench.data import Batch, DatasetSpec
+from debias_bench.hparams import EngineParams
+from debias_bench.method import Method, TrainEnv
 from debias_bench.registry import register_method
 
 from .common import make_classifier
-from .ema import LOSS_EMA, SampleLossEMA, relative_difficulty
-from .losses import GCE_Q, generalized_ce
+from .ema import SampleLossEMA, loss_ema, relative_difficulty
+from .losses import gce_q, generalized_ce
+
+
+@dataclass(frozen=True)
+class LfFParams(EngineParams):
+    q: float = gce_q()
+    ema_alpha: float = loss_ema()
 
 
 @register_method(
@@ -57,9 +65,10 @@ from .losses import GCE_Q, generalized_ce
 class LfF(Method):
     """LfF; subclasses change how the biased model is trained (``bias_loss``)."""
 
-    HPARAMS: ClassVar[tuple[HParam, ...]] = (GCE_Q, LOSS_EMA)
+    Params = LfFParams
+    hp: LfFParams
 
-    def __init__(self, spec, hp, env) -> None:
+    def __init__(self, spec: DatasetSpec, hp: Mapping[str, Any], env: TrainEnv) -> None:
         super().__init__(spec, hp, env)
         self.model_b = make_classifier(spec, self.hp, self.device)
         self.model_d = make_classifier(spec, self.hp, self.device)
@@ -67,14 +76,12 @@ class LfF(Method):
         self.optimizer_d = self.optimizer_for(self.model_d)
         self.scheduler_b = self.scheduler_for(self.optimizer_b)
         self.scheduler_d = self.scheduler_for(self.optimizer_d)
-        alpha = float(self.hp["ema_alpha"])
-        self.ema_b = SampleLossEMA(env.train_size, alpha, self.device)
-        self.ema_d = SampleLossEMA(env.train_size, alpha, self.device)
-        self.q = float(self.hp["q"])
+        self.ema_b = SampleLossEMA(env.train_size, self.hp.ema_alpha, self.device)
+        self.ema_d = SampleLossEMA(env.train_size, self.hp.ema_alpha, self.device)
 
     def bias_loss(self, logits_b: torch.Tensor, batch: Batch) -> torch.Tensor:
         """The biased model's loss: GCE on the whole batch."""
-        return generalized_ce(logits_b, batch.y, self.q).mean()
+        return generalized_ce(logits_b, batch.y, self.hp.q).mean()
 
     def weights(self, ce_b: torch.Tensor, ce_d: torch.Tensor, batch: Batch) -> torch.Tensor:
         """Update both EMAs with this batch's losses; the relative difficulty of its samples."""

@@ -45,17 +45,39 @@ Departures
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
 import torch
 import torch.nn.functional as F
+from torch import nn
 
-from debias_bench.data import Batch, Splits
-from debias_bench.hparams import REQUIRED, HParam
+from debias_bench.data import Batch, DatasetSpec, Splits
+from debias_bench.hparams import REQUIRED, hparam
+from debias_bench.method import TrainEnv
 from debias_bench.registry import register_method
 
 from .biased import CommitteeConfig, agreement_mask, committee_probs
 from .common import make_classifier
-from .lff import LfF
+from .lff import LfF, LfFParams
 from .state import SampleMask
+
+
+@dataclass(frozen=True)
+class LfFBEParams(LfFParams):
+    # ``timing``: a timing run (``bench perf``) keeps the committee, a preparation stage outside
+    # its timed window, to one member of 2 steps; a threshold of 0 marks every sample
+    # pseudo-aligned (on real data most are), so the biased model trains on whole batches as it
+    # mostly does in a real run
+    committee_members: int = hparam(REQUIRED, "bias committee size", low=1, timing=1)
+    committee_agreement: int = hparam(REQUIRED, "votes that mark a sample aligned", low=1, timing=1)
+    committee_steps: int = hparam(REQUIRED, "training steps of each member", low=1, timing=2)
+    committee_threshold: float = hparam(
+        REQUIRED, "confidence p(y|x) of a vote", low=0, high=1, timing=0.0
+    )
+    committee_valid_every: int = hparam(REQUIRED, "members' checkpoint cadence", low=1, timing=1)
+
 
 _COMMITTEE_SEED_OFFSET = 104_729  # the committee's batch stream differs from the main one
 
@@ -68,38 +90,31 @@ _COMMITTEE_SEED_OFFSET = 104_729  # the committee's batch stream differs from th
     cost="5-model committee + 2 models",
 )
 class LfFBE(LfF):
-    HPARAMS = (
-        *LfF.HPARAMS,
-        HParam("committee_members", "int", REQUIRED, "bias committee size", low=1),
-        HParam("committee_agreement", "int", REQUIRED, "votes that mark a sample aligned", low=1),
-        HParam("committee_steps", "int", REQUIRED, "training steps of each member", low=1),
-        HParam("committee_threshold", "float", REQUIRED, "confidence p(y|x) of a vote", low=0,
-               high=1),
-        HParam("committee_valid_every", "int", REQUIRED, "members' checkpoint cadence", low=1),
-    )  # fmt: skip
+    Params = LfFBEParams
+    hp: LfFBEParams
 
-    def __init__(self, spec, hp, env) -> None:
+    def __init__(self, spec: DatasetSpec, hp: Mapping[str, Any], env: TrainEnv) -> None:
         super().__init__(spec, hp, env)
         self.pseudo_aligned = SampleMask(env.train_size, self.device)
 
     def committee_config(self) -> CommitteeConfig:
         hp = self.hp
         return CommitteeConfig(
-            members=int(hp["committee_members"]),
+            members=hp.committee_members,
             # never longer than the main run: only binds for plumbing runs (smoke preset)
-            steps=min(int(hp["committee_steps"]), self.env.total_steps),
-            valid_every=int(hp["committee_valid_every"]),
-            threshold=float(hp["committee_threshold"]),
-            agreement=int(hp["committee_agreement"]),
-            q=float(hp["q"]),
-            batch_size=int(hp["batch_size"]),
-            eval_batch_size=int(hp["eval_batch_size"]),
+            steps=min(hp.committee_steps, self.env.total_steps),
+            valid_every=hp.committee_valid_every,
+            threshold=hp.committee_threshold,
+            agreement=hp.committee_agreement,
+            q=hp.q,
+            batch_size=hp.batch_size,
+            eval_batch_size=hp.eval_batch_size,
         )
 
     def prepare(self, data: Splits) -> None:
         cfg = self.committee_config()
 
-        def make_member():
+        def make_member() -> tuple[nn.Module, torch.optim.Optimizer]:
             model = make_classifier(self.spec, self.hp, self.device)
             return model, self.optimizer_for(model)
 

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 import torch.nn.functional as F
 
-from debias_bench.hparams import REQUIRED, HParam
+from debias_bench.hparams import REQUIRED, hparam
 
-#: the GCE exponent, declared once for every method with a GCE-trained biased model
-GCE_Q = HParam("q", "float", REQUIRED, "GCE exponent of the biased model", low=0, low_open=True,
-               high=1)  # fmt: skip
+
+def gce_q() -> Any:
+    """The GCE exponent ``q``, declared once for every method with a GCE-trained biased model
+    (a field of its params class: ``q: float = gce_q()``)."""
+    return hparam(REQUIRED, "GCE exponent of the biased model", low=0, low_open=True, high=1)
 
 
 def generalized_ce(logits: torch.Tensor, target: torch.Tensor, q: float = 0.7) -> torch.Tensor:

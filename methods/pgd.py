@@ -64,18 +64,21 @@ Departures
 
 from __future__ import annotations
 
-from typing import ClassVar
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 
 from debias_bench.data import Batch, DatasetSpec, Split, Splits, TrainStream, eval_batches
-from debias_bench.hparams import REQUIRED, HParam
+from debias_bench.hparams import REQUIRED, EngineParams, hparam
+from debias_bench.method import TrainEnv
 from debias_bench.registry import register_method
 
 from .biased import stage_steps, train_model
 from .common import Classifier, make_classifier
-from .losses import GCE_Q, generalized_ce
+from .losses import gce_q, generalized_ce
 from .state import SampleWeights
 from .vanilla import Vanilla
 
@@ -120,6 +123,19 @@ def gradient_norms(
     return torch.cat(out) if out else torch.empty(0)
 
 
+@dataclass(frozen=True)
+class PGDParams(EngineParams):
+    q: float = gce_q()
+    bias_epochs: float | None = hparam(
+        REQUIRED, "epochs of the biased model (null: as long as the main run)", low=0, low_open=True
+    )
+    grad_norm: str = hparam(REQUIRED, "s: norm of the per-sample gradient", choices=tuple(NORMS))
+    grad_power: float = hparam(REQUIRED, "r: sampling weight = norm^r", low=0, low_open=True)
+    init_from_biased: bool = hparam(
+        REQUIRED, "start the debiased model from the biased model's weights"
+    )
+
+
 @register_method(
     "pgd",
     display_name="PGD",
@@ -128,46 +144,35 @@ def gradient_norms(
     cost="GCE biased model (as long as the run) + 1 model",
 )
 class PGD(Vanilla):
-    HPARAMS: ClassVar[tuple[HParam, ...]] = (
-        GCE_Q,
-        HParam("bias_epochs", "float", REQUIRED,
-               "epochs of the biased model (null: as long as the main run)", low=0,
-               low_open=True, nullable=True),
-        HParam("grad_norm", "str", REQUIRED, "s: norm of the per-sample gradient",
-               choices=tuple(NORMS)),
-        HParam("grad_power", "float", REQUIRED, "r: sampling weight = norm^r", low=0,
-               low_open=True),
-        HParam("init_from_biased", "bool", REQUIRED,
-               "start the debiased model from the biased model's weights"),
-    )  # fmt: skip
+    Params = PGDParams
+    hp: PGDParams
 
-    def __init__(self, spec, hp, env) -> None:
+    def __init__(self, spec: DatasetSpec, hp: Mapping[str, Any], env: TrainEnv) -> None:
         super().__init__(spec, hp, env)  # Vanilla: the model, its optimiser and schedule
         self.weights = SampleWeights(env.train_size, self.device)
 
     def biased_steps(self) -> int:
-        epochs = self.hp["bias_epochs"]
+        epochs = self.hp.bias_epochs
         if epochs is None:
             return self.env.total_steps
-        return stage_steps(float(epochs), self.env.steps_per_epoch)
+        return stage_steps(epochs, self.env.steps_per_epoch)
 
     def prepare(self, data: Splits) -> None:
         biased = make_classifier(self.spec, self.hp, self.device)
         optimizer = self.optimizer_for(biased)
         scheduler = self.scheduler_for(optimizer)
         stream = TrainStream(
-            data.train, self.spec, int(self.hp["batch_size"]), self.env.seed + _BIASED_SEED_OFFSET,
+            data.train, self.spec, self.hp.batch_size, self.env.seed + _BIASED_SEED_OFFSET,
             self.device,
         )  # fmt: skip
-        q = float(self.hp["q"])
+        q = self.hp.q
         train_model(biased, optimizer, stream.batches(), self.biased_steps(),
                     lambda logits, y: generalized_ce(logits, y, q).mean(), scheduler)  # fmt: skip
         norms = gradient_norms(
-            biased, data.train, self.spec, int(self.hp["eval_batch_size"]), self.device,
-            str(self.hp["grad_norm"]),
-        )  # fmt: skip
-        self.weights.set(sampling_scores(norms, float(self.hp["grad_power"])).to(self.device))
-        if self.hp["init_from_biased"]:
+            biased, data.train, self.spec, self.hp.eval_batch_size, self.device, self.hp.grad_norm
+        )
+        self.weights.set(sampling_scores(norms, float(self.hp.grad_power)).to(self.device))
+        if self.hp.init_from_biased:
             self.model.load_state_dict(biased.state_dict())
 
     def update(self, batch: Batch) -> dict[str, torch.Tensor]:

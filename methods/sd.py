@@ -41,14 +41,18 @@ validation split at 1 %, seed 0; Vanilla: clean 5 epochs 54.5, official 5 epochs
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from debias_bench.backbones import build_backbone, init_head
-from debias_bench.data import Batch
-from debias_bench.hparams import REQUIRED, HParam
-from debias_bench.method import Method
+from debias_bench.data import Batch, DatasetSpec
+from debias_bench.hparams import REQUIRED, EngineParams, hparam
+from debias_bench.method import Method, TrainEnv
 from debias_bench.registry import register_method
 
 from .etf_debias import PrimeBank, random_primes, simplex_etf
@@ -64,6 +68,14 @@ def onehot_shortcuts(dim: int, num_biases: int, generator: torch.Generator) -> t
 SHORTCUTS = {"onehot": onehot_shortcuts, "etf": simplex_etf, "random": random_primes}
 
 
+@dataclass(frozen=True)
+class SDParams(EngineParams):
+    shortcut: str = hparam(
+        REQUIRED, "fixed vector per bias class", choices=("etf", "onehot", "random")
+    )
+    shortcut_scale: float = hparam(REQUIRED, "norm of each shortcut vector", low=0, low_open=True)
+
+
 @register_method(
     "sd",
     display_name="SD",
@@ -73,24 +85,19 @@ SHORTCUTS = {"onehot": onehot_shortcuts, "etf": simplex_etf, "random": random_pr
     cost="1 model",
 )
 class ShortcutDebias(Method):
-    HPARAMS = (
-        HParam("shortcut", "str", REQUIRED, "fixed vector per bias class",
-               choices=("etf", "onehot", "random")),
-        HParam("shortcut_scale", "float", REQUIRED, "norm of each shortcut vector", low=0,
-               low_open=True),
-    )  # fmt: skip
+    Params = SDParams
+    hp: SDParams
 
-    def __init__(self, spec, hp, env) -> None:
+    def __init__(self, spec: DatasetSpec, hp: Mapping[str, Any], env: TrainEnv) -> None:
         super().__init__(spec, hp, env)
-        self.backbone = build_backbone(self.hp["backbone"], spec, self.hp).to(self.device)
+        self.backbone = build_backbone(self.hp.backbone, spec, self.hp).to(self.device)
         self.dim = self.backbone.feat_dim
-        kind = str(self.hp["shortcut"])
+        kind = self.hp.shortcut
         if kind not in SHORTCUTS:
             raise ValueError(f"unknown shortcut {kind!r}; valid: {', '.join(SHORTCUTS)}")
         generator = torch.Generator().manual_seed(env.seed)
         vectors = SHORTCUTS[kind](self.dim, spec.num_biases, generator)  # d x K
-        scale = float(self.hp["shortcut_scale"])
-        self.shortcuts = PrimeBank(scale * vectors).to(self.device)
+        self.shortcuts = PrimeBank(self.hp.shortcut_scale * vectors).to(self.device)
         classifier = nn.Linear(2 * self.dim, spec.num_classes, bias=False)
         self.classifier = init_head(self.backbone, classifier).to(self.device)
         self.optimizer = self.optimizer_for(self.backbone, self.classifier)

@@ -55,18 +55,23 @@ Departures from the official code
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
 import torch
 import torch.nn.functional as F
 
-from debias_bench.data import Batch
-from debias_bench.hparams import REQUIRED, HParam
-from debias_bench.method import Method
+from debias_bench.data import Batch, DatasetSpec
+from debias_bench.hparams import REQUIRED, EngineParams, hparam
+from debias_bench.method import Method, TrainEnv
+from debias_bench.optim import OptimizerSettings
 from debias_bench.registry import register_method
 
 from .common import make_classifier
 from .contrastive import contradicting_partners, gsc_loss, make_embedding_model, selective_mixup
-from .ema import LOSS_EMA, SampleLossEMA, relative_difficulty
-from .losses import GCE_Q, generalized_ce
+from .ema import SampleLossEMA, loss_ema, relative_difficulty
+from .losses import gce_q, generalized_ce
 
 PAIRINGS = ("rand", "intra", "inter")
 #: (mix_weight a, clean_weight b) of each base: configs/v_ours.cfg and configs/l_ours.cfg
@@ -91,6 +96,41 @@ def base_weights(base: str, mix: float | None, clean: float | None) -> tuple[flo
     )
 
 
+@dataclass(frozen=True)
+class SelecMixParams(EngineParams):
+    q: float = gce_q()
+    ema_alpha: float = loss_ema()
+    base: str = hparam(
+        REQUIRED, "vanilla or LfF training of the debiased model", choices=("vanilla", "lff")
+    )
+    mix_weight: float | None = hparam(
+        REQUIRED,
+        "a: weight of CE on the mixed samples (null: the base's, vanilla 1, lff 0.1)",
+        low=0,
+    )
+    clean_weight: float | None = hparam(
+        REQUIRED, "b: weight of the clean loss (null: the base's, vanilla 0, lff 1)", low=0
+    )
+    pairing: str = hparam(REQUIRED, "partner selection per big batch", choices=PAIRINGS)
+    strict_pairs: bool = hparam(REQUIRED, "partners always admissible")
+    mini_batch_size: int = hparam(REQUIRED, "samples mixed per big batch", low=1)
+    aux_backbone: str = hparam(
+        REQUIRED, "auxiliary embedding network", choices=("cifar_resnet18", "mlp")
+    )
+    aux_embed_dim: int = hparam(REQUIRED, "auxiliary embedding size", low=1)
+    aux_mlp_hidden: tuple[int, ...] | None = hparam(
+        REQUIRED, "hidden sizes of an mlp auxiliary", low=1
+    )
+    tau: float = hparam(REQUIRED, "GSC temperature", low=0, low_open=True)
+    gsc_q: float | None = hparam(REQUIRED, "GSC q (null: plain SupCon)", low=0, high=1)
+    proj_optimizer: str = hparam(
+        REQUIRED, "optimiser of the auxiliary model", choices=("adam", "adamw", "sgd")
+    )
+    proj_lr: float = hparam(REQUIRED, "learning rate of the auxiliary model", low=0, low_open=True)
+    proj_weight_decay: float = hparam(REQUIRED, "weight decay of the auxiliary model", low=0)
+    proj_momentum: float = hparam(REQUIRED, "SGD momentum of the auxiliary model", low=0, high=1)
+
+
 @register_method(
     "selecmix",
     display_name="SelecMix",
@@ -100,71 +140,33 @@ def base_weights(base: str, mix: float | None, clean: float | None) -> tuple[flo
     cost="1-2 models + auxiliary ResNet-18 embedding",
 )
 class SelecMix(Method):
-    HPARAMS = (
-        GCE_Q,
-        LOSS_EMA,
-        HParam("base", "str", REQUIRED, "vanilla or LfF training of the debiased model",
-               choices=("vanilla", "lff")),
-        HParam("mix_weight", "float", REQUIRED,
-               "a: weight of CE on the mixed samples (null: the base's, vanilla 1, lff 0.1)",
-               low=0, nullable=True),
-        HParam("clean_weight", "float", REQUIRED,
-               "b: weight of the clean loss (null: the base's, vanilla 0, lff 1)", low=0,
-               nullable=True),
-        HParam("pairing", "str", REQUIRED, "partner selection per big batch", choices=PAIRINGS),
-        HParam("strict_pairs", "bool", REQUIRED, "partners always admissible"),
-        HParam("mini_batch_size", "int", REQUIRED, "samples mixed per big batch", low=1),
-        HParam("aux_backbone", "str", REQUIRED, "auxiliary embedding network",
-               choices=("cifar_resnet18", "mlp")),
-        HParam("aux_embed_dim", "int", REQUIRED, "auxiliary embedding size", low=1),
-        HParam("aux_mlp_hidden", "ints", REQUIRED, "hidden sizes of an mlp auxiliary", low=1,
-               nullable=True),
-        HParam("tau", "float", REQUIRED, "GSC temperature", low=0, low_open=True),
-        HParam("gsc_q", "float", REQUIRED, "GSC q (null: plain SupCon)", low=0, high=1,
-               nullable=True),
-        HParam("proj_optimizer", "str", REQUIRED, "optimiser of the auxiliary model",
-               choices=("adam", "adamw", "sgd")),
-        HParam("proj_lr", "float", REQUIRED, "learning rate of the auxiliary model", low=0,
-               low_open=True),
-        HParam("proj_weight_decay", "float", REQUIRED, "weight decay of the auxiliary model",
-               low=0),
-        HParam("proj_momentum", "float", REQUIRED, "SGD momentum of the auxiliary model", low=0,
-               high=1),
-    )  # fmt: skip
+    Params = SelecMixParams
+    hp: SelecMixParams
 
-    def __init__(self, spec, hp, env) -> None:
+    def __init__(self, spec: DatasetSpec, hp: Mapping[str, Any], env: TrainEnv) -> None:
         super().__init__(spec, hp, env)
-        self.base = str(self.hp["base"])
-        if self.base not in ("vanilla", "lff"):
-            raise ValueError(f"base must be 'vanilla' or 'lff', not {self.base!r}")
-        self.pairing = str(self.hp["pairing"])
-        if self.pairing not in PAIRINGS:
-            raise ValueError(f"pairing must be one of {PAIRINGS}, not {self.pairing!r}")
-        self.strict = bool(self.hp["strict_pairs"])
-        self.mix_weight, self.clean_weight = base_weights(
-            self.base, self.hp["mix_weight"], self.hp["clean_weight"]
-        )
-        self.mini_batch_size = int(self.hp["mini_batch_size"])
-        self.tau, self.gsc_q = float(self.hp["tau"]), self.hp["gsc_q"]
-
-        self.model = make_classifier(spec, self.hp, self.device)
+        hp = self.hp
+        self.mix_weight, self.clean_weight = base_weights(hp.base, hp.mix_weight, hp.clean_weight)
+        self.model = make_classifier(spec, hp, self.device)
         self.optimizer = self.optimizer_for(self.model)
         self.scheduler = self.scheduler_for(self.optimizer)
-        if self.base == "lff":
-            self.model_b = make_classifier(spec, self.hp, self.device)
+        if hp.base == "lff":
+            self.model_b = make_classifier(spec, hp, self.device)
             self.optimizer_b = self.optimizer_for(self.model_b)
             self.scheduler_b = self.scheduler_for(self.optimizer_b)
-            alpha = float(self.hp["ema_alpha"])
-            self.ema_b = SampleLossEMA(env.train_size, alpha, self.device)
-            self.ema_d = SampleLossEMA(env.train_size, alpha, self.device)
-        self.aux = make_embedding_model(spec, self.hp).to(self.device)
-        self.aux_optimizer = self.optimizer_for(self.aux, prefix="proj_")
+            self.ema_b = SampleLossEMA(env.train_size, hp.ema_alpha, self.device)
+            self.ema_d = SampleLossEMA(env.train_size, hp.ema_alpha, self.device)
+        self.aux = make_embedding_model(spec, hp).to(self.device)
+        aux_settings = OptimizerSettings(
+            hp.proj_optimizer, hp.proj_lr, hp.proj_weight_decay, hp.proj_momentum
+        )
+        self.aux_optimizer = self.optimizer_for(self.aux, settings=aux_settings)
 
     # ------------------------------------------------------------------ pieces
     def choose_mode(self) -> str:
         """One pairing mode per big batch; ``rand`` flips a fair coin (official ``a > 0.5``)."""
-        if self.pairing != "rand":
-            return self.pairing
+        if self.hp.pairing != "rand":
+            return self.hp.pairing
         return "intra" if torch.rand(1).item() > 0.5 else "inter"
 
     @torch.no_grad()
@@ -172,7 +174,7 @@ class SelecMix(Method):
         """Mixed inputs and labels of the whole big batch (step 1-3 above)."""
         z = self.aux(batch.x)
         mode = self.choose_mode()
-        partner = contradicting_partners(z @ z.t(), batch.y, mode, self.strict)
+        partner = contradicting_partners(z @ z.t(), batch.y, mode, self.hp.strict_pairs)
         lam = torch.rand(len(batch.y), device=batch.x.device) * 0.5  # Beta(1, 1) * 0.5
         x_mix, y_mix = selective_mixup(batch.x, batch.y, partner, lam)
         return x_mix, y_mix, mode
@@ -181,7 +183,7 @@ class SelecMix(Method):
         """The main model(s)' loss on one mini-batch (forward order as officially: clean, then
         mixed; it matters only for BatchNorm running statistics)."""
         logits_d = self.model(part.x)
-        if self.base == "vanilla":
+        if self.hp.base == "vanilla":
             clean = F.cross_entropy(logits_d, part.y)
             mix_ce = F.cross_entropy(self.model(x_mix), y_mix)
             return self.clean_weight * clean + self.mix_weight * mix_ce
@@ -192,12 +194,12 @@ class SelecMix(Method):
         self.ema_b.update(part.index, ce_b, part.y)
         self.ema_d.update(part.index, ce_d, part.y)
         w = relative_difficulty(self.ema_b, self.ema_d, part.index, self.spec.num_classes)
-        loss_b = generalized_ce(logits_b, part.y, float(self.hp["q"])).mean()
+        loss_b = generalized_ce(logits_b, part.y, self.hp.q).mean()
         return self.clean_weight * (ce_d * w).mean() + loss_b + self.mix_weight * mix_ce
 
     def aux_step(self, part: Batch) -> torch.Tensor:
-        q = None if self.gsc_q is None else float(self.gsc_q)
-        loss = gsc_loss(self.aux(part.x), part.y, self.tau, q)
+        q = None if self.hp.gsc_q is None else float(self.hp.gsc_q)
+        loss = gsc_loss(self.aux(part.x), part.y, float(self.hp.tau), q)
         self.step(loss, (self.aux_optimizer, None))
         return loss.detach()
 
@@ -205,10 +207,10 @@ class SelecMix(Method):
     def update(self, batch: Batch) -> dict[str, torch.Tensor | float]:
         x_mix, y_mix, mode = self.mix(batch)
         pairs = [(self.optimizer, self.scheduler)]
-        if self.base == "lff":
+        if self.hp.base == "lff":
             pairs.append((self.optimizer_b, self.scheduler_b))
         main, aux = [], []
-        for rows in mini_batches(len(batch.y), self.mini_batch_size):
+        for rows in mini_batches(len(batch.y), self.hp.mini_batch_size):
             rows = rows.to(batch.x.device)
             part = Batch(batch.index[rows], batch.x[rows], batch.y[rows], batch.b[rows])
             loss = self.main_loss(part, x_mix[rows], y_mix[rows])

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import torch
 import torch.nn.functional as F
 
-from debias_bench.data import Batch
-from debias_bench.method import Method
+from debias_bench.data import Batch, DatasetSpec
+from debias_bench.method import Method, TrainEnv
 from debias_bench.registry import register_method
 
 from .common import make_classifier
@@ -20,7 +23,7 @@ from .common import make_classifier
     cost="1 model",
 )
 class Vanilla(Method):
-    def __init__(self, spec, hp, env) -> None:
+    def __init__(self, spec: DatasetSpec, hp: Mapping[str, Any], env: TrainEnv) -> None:
         super().__init__(spec, hp, env)
         self.model = make_classifier(spec, self.hp, self.device)
         self.optimizer = self.optimizer_for(self.model)

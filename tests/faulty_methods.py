@@ -1,42 +1,78 @@
-"""A plugin method that misbehaves on cue (``--set fault=...``), for the fault-injection
-tests: Vanilla whose ``predict`` returns a wrong shape or non-finite logits, or whose
-``update`` calls ``sys.exit`` or raises ``KeyboardInterrupt`` at its 5th step."""
+"""Plugin methods that misbehave on cue, for the fault-injection tests.
+
+``faulty`` (``--set fault=...``): Vanilla whose ``predict`` returns a wrong shape or non-finite
+logits, or whose ``update`` calls ``sys.exit`` or raises ``KeyboardInterrupt`` at its 5th step.
+:class:`HiddenState` (not registered here; a test registers it): Vanilla that keeps a tensor
+where a checkpoint would not save it (inside a list, or inside an object without
+``state_dict``)."""
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import SimpleNamespace
+from typing import Any
 
 import torch
 
-from debias_bench.hparams import HParam
+from debias_bench.data import Batch, DatasetSpec
+from debias_bench.hparams import EngineParams, hparam
+from debias_bench.method import TrainEnv
 from debias_bench.methods.vanilla import Vanilla
 from debias_bench.registry import METHODS, register_method
 
 FAULTS = ("none", "shape", "nonfinite", "exit", "interrupt")
 
 
-class Faulty(Vanilla):
-    HPARAMS = (HParam("fault", "str", "none", "what goes wrong", choices=FAULTS),)
+@dataclass(frozen=True)
+class FaultyParams(EngineParams):
+    fault: str = hparam("none", "what goes wrong", choices=FAULTS)
 
-    def __init__(self, spec, hp, env) -> None:
+
+class Faulty(Vanilla):
+    Params = FaultyParams
+    hp: FaultyParams
+
+    def __init__(self, spec: DatasetSpec, hp: Mapping[str, Any], env: TrainEnv) -> None:
         super().__init__(spec, hp, env)
         self.steps = 0
 
-    def update(self, batch):
+    def update(self, batch: Batch) -> dict[str, torch.Tensor]:
         self.steps += 1
-        if self.steps == 5 and self.hp["fault"] == "exit":
+        if self.steps == 5 and self.hp.fault == "exit":
             sys.exit(3)
-        if self.steps == 5 and self.hp["fault"] == "interrupt":
+        if self.steps == 5 and self.hp.fault == "interrupt":
             raise KeyboardInterrupt
         return super().update(batch)
 
     def predict(self, x: torch.Tensor) -> torch.Tensor:
         logits = super().predict(x)
-        if self.hp["fault"] == "shape":
+        if self.hp.fault == "shape":
             return logits[:, :-1]
-        if self.hp["fault"] == "nonfinite":
+        if self.hp.fault == "nonfinite":
             return logits * float("nan")
         return logits
+
+
+@dataclass(frozen=True)
+class HiddenStateParams(EngineParams):
+    hidden: str = hparam("list", "where the unsaved tensor sits", choices=("list", "object"))
+
+
+class HiddenState(Vanilla):
+    Params = HiddenStateParams
+    hp: HiddenStateParams
+
+    def __init__(self, spec: DatasetSpec, hp: Mapping[str, Any], env: TrainEnv) -> None:
+        super().__init__(spec, hp, env)
+        seen = torch.zeros(env.train_size)
+        self.memory = [seen] if self.hp.hidden == "list" else SimpleNamespace(seen=seen)
+        self.updates = 0
+
+    def update(self, batch: Batch) -> dict[str, torch.Tensor]:
+        self.updates += 1
+        return super().update(batch)
 
 
 if "faulty" not in METHODS:

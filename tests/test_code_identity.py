@@ -1,6 +1,7 @@
 """Code is part of a run's identity: a run whose method's or dataset's code changed since it
 was trained is ``stale`` (never reported), and rerunning the grid retrains it with the current
-code, its old files kept under ``superseded/``. Comments and docstrings do not count.
+code, its old files kept under ``superseded/``. Comments, docstrings and type annotations do
+not count.
 
 The plugin is a real file in a temporary folder, loaded by path in fresh ``bench`` processes
 (as a user edits it between two sweeps)."""
@@ -12,6 +13,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from debias_bench.provenance import normalized_code
 from debias_bench.store import RunStore
 
 PLUGIN = """
@@ -81,9 +85,10 @@ def test_a_run_of_changed_code_is_stale_and_retrained(tmp_path):
     (run,) = RunStore(out).runs()
     first = run.result_path.read_bytes()
 
-    # a comment and a docstring: the same code
+    # a comment, a docstring and type annotations: the same code
     documented = PLUGIN.replace("# CHANGE", "# reworded")
-    plugin.write_text(documented.replace("(Vanilla):\n", '(Vanilla):\n    """Doc."""\n\n'))
+    documented = documented.replace("(Vanilla):\n", '(Vanilla):\n    """Doc."""\n\n')
+    plugin.write_text(_annotated(documented))
     again = _bench(tmp_path, "run", *grid)
     assert again.returncode == 0 and "already done" in again.stderr + again.stdout
     assert run.result_path.read_bytes() == first
@@ -102,3 +107,41 @@ def test_a_run_of_changed_code_is_stale_and_retrained(tmp_path):
     assert (aside / "result.json").read_bytes() == first
     status = _bench(tmp_path, "status", "--out", str(out))
     assert "| done" in status.stdout and "stale" not in status.stdout
+
+
+def _annotated(source: str) -> str:
+    """``source`` with annotations added: the future import, a TYPE_CHECKING import, argument,
+    return and variable annotations."""
+    source = source.replace(
+        "\nfrom pathlib import Path\n",
+        "\nfrom __future__ import annotations\n\nfrom pathlib import Path\n"
+        "from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n"
+        "    from debias_bench.data import Batch\n",
+    )
+    source = source.replace("def update(self, batch):", "def update(self, batch: Batch) -> dict:")
+    source = source.replace("def split(n, seed, name):", "def split(n: int, seed: int, name: str):")
+    return source.replace("    g = torch.Generator()", "    g: torch.Generator = torch.Generator()")
+
+
+@pytest.mark.parametrize(
+    ("edit", "same"),
+    [
+        (_annotated, True),
+        (lambda s: s.replace("return self.data_root", "return self.raw_root"), False),
+        (lambda s: s.replace("labels = torch.arange(n) % 2", "labels: Any = torch.arange(n) % 3"),
+         False),
+        (lambda s: s.replace("labels.clone()", "labels"), False),
+    ],
+)  # fmt: skip
+def test_annotation_only_edits_keep_the_normalized_code(edit, same):
+    assert edit(PLUGIN) != PLUGIN
+    assert (normalized_code(edit(PLUGIN)) == normalized_code(PLUGIN)) is same
+
+
+def test_dataclass_field_annotations_count():
+    """A params class's annotations declare each hyperparameter's kind (and a dataclass's
+    fields): they are code."""
+    params = "@dataclass(frozen=True)\nclass P(EngineParams):\n    q: float = gce_q()\n"
+    assert normalized_code(params) != normalized_code(params.replace("q: float", "q: int"))
+    plain = "class C:\n    q: float = 0.5\n"
+    assert normalized_code(plain) == normalized_code(plain.replace("q: float", "q: int"))

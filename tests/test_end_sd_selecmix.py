@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -307,13 +308,13 @@ def test_selecmix_coin_is_fair():
     torch.manual_seed(0)
     intra = sum(method.choose_mode() == "intra" for _ in range(400))
     assert 160 < intra < 240
-    method.pairing = "inter"
+    method.hp = dataclasses.replace(method.hp, pairing="inter")
     assert {method.choose_mode() for _ in range(10)} == {"inter"}
 
 
 def test_official_auxiliary_model_is_a_cifar_resnet18_with_a_128d_head():
     spec = DATASETS.get("toy").spec
-    hp = resolve_hparams("selecmix", "toy")
+    hp = SelecMix.Params.of(resolve_hparams("selecmix", "toy"))
     model = make_embedding_model(spec, hp)
     assert model.encoder.feat_dim == 512 and model.encoder.conv1.stride == (1, 1)
     assert isinstance(model.encoder.maxpool, torch.nn.Identity)

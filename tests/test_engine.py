@@ -6,12 +6,14 @@ import json
 import pytest
 import torch
 from conftest import assert_close_nested
+from faulty_methods import HiddenState
 from planted import plant
 
 from debias_bench.config import make_config
 from debias_bench.engine import Interrupted, train_run
 from debias_bench.errors import ConfigError
 from debias_bench.metrics import SELECTIONS
+from debias_bench.registry import METHODS, register_method
 from debias_bench.states import RunState
 from debias_bench.store import RunStore
 from debias_bench.sweep import run_one
@@ -109,3 +111,36 @@ def test_a_run_whose_process_died_is_reported_dead(tmp_path):
     status["pid"] = 2**22 + 12345  # no such process
     run_dir.status_path.write_text(json.dumps(status))
     assert run_dir.effective_state() == "dead"
+
+
+@pytest.fixture
+def hidden_state():
+    """``HiddenState`` registered for one test."""
+    register_method("hidden_state", display_name="HiddenState", citation="test fixture",
+                    needs_bias_labels=False)(HiddenState)  # fmt: skip
+    yield "hidden_state"
+    METHODS.unregister("hidden_state")
+
+
+@pytest.mark.parametrize("where", ["list", "object"])
+def test_a_method_whose_state_a_checkpoint_would_lose_is_refused_before_it_trains(
+    tmp_path, toy_place, hidden_state, where, monkeypatch
+):
+    updates = []
+    monkeypatch.setattr(HiddenState, "update", lambda self, batch: updates.append(1))
+    config = _config(hidden_state, hidden=where)
+    run_dir = RunStore(tmp_path).run(config.run_id)
+    with pytest.raises(ConfigError, match="attribute 'memory' holds tensors"):
+        train_run(config, run_dir, toy_place, torch.device("cpu"))
+    assert not updates and not run_dir.checkpoint_path.exists() and not run_dir.metrics()
+
+
+def test_plain_tensor_attributes_are_checkpointed(tmp_path, toy_place):
+    """GroupDRO's group weights are a bare tensor attribute: saved with the modules."""
+    config = _config("groupdro")
+    run_dir = RunStore(tmp_path).run(config.run_id)
+    train_run(config, run_dir, toy_place, torch.device("cpu"))
+    saved = run_dir.load_checkpoint()["method"]
+    assert {"model", "optimizer", "group_weights", "group_counts"} <= set(saved)
+    weights = saved["group_weights"]
+    assert not torch.allclose(weights, torch.full_like(weights, 1 / len(weights)))  # trained

@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from debias_bench.cli import main
 from debias_bench.config import make_config, resolve_layers
 from debias_bench.errors import ConfigError
 from debias_bench.grid import Grid, expand
-from debias_bench.hparams import ENGINE_HPARAMS, HParam
+from debias_bench.hparams import (
+    ENGINE_HPARAMS,
+    REQUIRED,
+    EngineParams,
+    HParam,
+    declarations,
+    hparam,
+    timing_values,
+)
+from debias_bench.methods.vanilla import Vanilla
 from debias_bench.registry import DATASETS, METHODS
 
 ALL_METHODS = METHODS.names()
@@ -155,3 +166,57 @@ def test_bench_config_prints_every_value_with_its_layer(capsys):
     assert table["q"].split()[1:] == ["0.7", "lff.yaml", "defaults"]
     assert table["epochs"].split()[1:] == ["100", "lff.yaml", "datasets.cmnist"]
     assert set(table) == set(resolve_layers("lff", "cmnist", ratio=5).values)
+
+
+# --------------------------------------------------------------------------- typed params
+
+
+@dataclasses.dataclass(frozen=True)
+class _Params(EngineParams):
+    depth: int = hparam(REQUIRED, "a depth", low=1, timing=1)
+    scale: float | None = hparam(0.5, "a scale", low=0)
+    widths: tuple[int, ...] | None = hparam(None, "widths", low=1)
+
+
+def test_a_field_declares_name_kind_and_nullability_from_its_annotation():
+    own = {p.name: p for p in declarations(_Params)}
+    assert (own["depth"].kind, own["depth"].nullable, own["depth"].low) == ("int", False, 1)
+    assert (own["scale"].kind, own["scale"].nullable, own["scale"].default) == ("float", True, 0.5)
+    assert (own["widths"].kind, own["widths"].nullable) == ("ints", True)
+    assert declarations(_Params)[: len(ENGINE_HPARAMS)] == ENGINE_HPARAMS
+    assert timing_values(declarations(_Params)) == {"depth": 1}
+
+
+def test_typed_params_from_resolved_values():
+    hp = _Params.of({"backbone": "mlp", "depth": 3, "widths": [4, 2], "another_method_s": 1})
+    assert (hp.depth, hp.scale, hp.widths, hp.lr, hp.steps) == (3, 0.5, (4, 2), 1e-3, None)
+    assert hp["depth"] == 3 and hp.get("scale") == 0.5 and "depth" in hp  # the former dict reads
+    with pytest.raises(KeyError, match="does not declare"):
+        hp["dpeth"]
+    with pytest.raises(ConfigError, match="no value for hyperparameter 'depth'"):
+        _Params.of({"backbone": "mlp"})
+
+
+def test_a_params_field_must_be_declared_with_a_supported_type():
+    @dataclasses.dataclass(frozen=True)
+    class Plain(EngineParams):
+        depth: int = 3
+
+    @dataclasses.dataclass(frozen=True)
+    class Odd(EngineParams):
+        depth: complex = hparam(1j, "a complex number")
+
+    with pytest.raises(TypeError, match="not declared with"):
+        declarations(Plain)
+    with pytest.raises(TypeError, match="int, float, bool, str or tuple"):
+        declarations(Odd)
+
+
+def test_a_method_in_the_former_form_gets_typed_params():
+    class Former(Vanilla):
+        HPARAMS = (HParam("depth", "int", 2, "a depth", low=1),)
+
+    assert (HParam("depth", "int", 2, "a depth", low=1),) == Former.HPARAMS
+    hp = Former.Params.of({"backbone": "mlp"})
+    assert hp.depth == 2 and hp["depth"] == 2
+    assert METHODS.get("lff_be").HPARAMS[0].name == "q"  # inherited fields are its own too

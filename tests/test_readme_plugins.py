@@ -1,5 +1,7 @@
 """The README's "Adding a method" and "Adding a dataset" plugins, exactly as printed, run end to
-end from a folder outside the repository through ``BENCH_PLUGINS`` (paths, no PYTHONPATH)."""
+end from a folder outside the repository through ``BENCH_PLUGINS`` (paths, no PYTHONPATH): the
+label-smoothing method, the JTT-like one with its YAML (preparation pass, per-sample weights,
+step counts per preset) and the Colored Fashion-MNIST dataset."""
 
 from __future__ import annotations
 
@@ -36,14 +38,14 @@ def bench(*args: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedPro
 
 def test_the_readme_plugins_run_as_printed(tmp_path):
     files = readme_files()
-    assert set(files) == {"my_method.py", "cfashion.py"}
+    assert {"my_method.py", "cfashion.py", "my_jtt.py", "my_jtt.yaml"} <= set(files)
     home = tmp_path / "my_project"  # outside the repository
     home.mkdir()
     for name, code in files.items():
         (home / name).write_text(code)
     env = {
         **os.environ,
-        "BENCH_PLUGINS": "./cfashion.py,./my_method.py",
+        "BENCH_PLUGINS": "./cfashion.py,./my_method.py,./my_jtt.py",
         "BENCH_RAW_ROOT": str(tmp_path / "raw"),
         "BENCH_DATA_ROOT": str(tmp_path / "data"),
     }
@@ -60,19 +62,26 @@ def test_the_readme_plugins_run_as_printed(tmp_path):
     assert "lff.yaml datasets.cmnist (recipe of cfashion)" in shown.stdout
     shown = bench("config", "my_method", "cfashion", "--set", "smoothing=0.2", env=env, cwd=home)
     assert re.search(r"^smoothing\s+0.2\s+--set$", shown.stdout, re.MULTILINE), shown.stdout
+    # the JTT-like method's step count, per preset from the YAML beside it (via the recipe)
+    shown = bench("config", "my_jtt", "cfashion", "--preset", "ci", env=env, cwd=home)
+    assert shown.returncode == 0, shown.stderr
+    source = r"my_jtt\.yaml datasets\.cmnist\.presets\.ci \(recipe of cfashion\)"
+    assert re.search(rf"^id_steps\s+48\s+{source}$", shown.stdout, re.MULTILINE), shown.stdout
+    shown = bench("config", "my_jtt", "cfashion", "--preset", "paper", env=env, cwd=home)
+    assert re.search(r"^id_steps\s+1000\s", shown.stdout, re.MULTILINE), shown.stdout
 
     # the README's run, on the ci preset to keep it short, through worker processes
     out = tmp_path / "runs"
     run = bench(
-        "run", "--methods", "vanilla,etf_debias,my_method", "--datasets", "cfashion",
+        "run", "--methods", "vanilla,etf_debias,my_method,my_jtt", "--datasets", "cfashion",
         "--ratios", "1", "--preset", "ci", "--set", "lr=1e-3", "--set", "steps=30",
         "--launcher", "local",
         "--workers", "2", "--out", str(out), env=env, cwd=home,
     )  # fmt: skip
     assert run.returncode == 0, run.stdout + run.stderr
-    assert run.stdout.count(" done ") == 3, run.stdout
+    assert run.stdout.count(" done ") == 4, run.stdout
     assert (tmp_path / "data" / "cfashion").is_dir()  # its own folder, not cmnist's
 
     report = bench("report", "--out", str(out), "--format", "markdown", env=env, cwd=home)
     assert report.returncode == 0, report.stderr
-    assert "Table 1" in report.stdout and "MyMethod" in report.stdout
+    assert "Table 1" in report.stdout and "MyMethod" in report.stdout and "MyJTT" in report.stdout
