@@ -1,16 +1,19 @@
-"""A running run's pace (steps/s, ETA) and its progress lines in a log file.
+"""A running run's pace (steps/s, ETA), its progress lines in a log file, and a sweep's
+summary line.
 
 :class:`Pace` times the steps since a run (re)started, from the end of its first step (set-up
 excluded, evaluations included, so the ETA is wall time). :class:`LogLines` prints a line at
 the first step, then at most every ``every_s`` (a step line, or the latest evaluation), and
 the last evaluation: what a log (CI, SLURM, a worker's ``stderr.log``) should show, where a
-progress bar's carriage returns would be noise.
+progress bar's carriage returns would be noise. :class:`LiveSummary` prints a sweep's counts
+per state with the running runs' progress and the sweep's ETA (:func:`sweep_eta`).
 """
 
 from __future__ import annotations
 
 import sys
 import time
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO
@@ -200,3 +203,58 @@ def sweep_eta(
         return None
     work = sum(spans) + sum(x for x in ahead if x is not None)
     return max(max(spans, default=0.0), work / max(1, parallel))
+
+
+# ------------------------------------------------------------------ a sweep's summary line
+def summary_line(
+    counts: Counter, total: int, eta_s: float | None, running: Sequence[Live] = ()
+) -> str:
+    """``3 done, 1 running (step 120/240, 35 steps/s, ETA 4s), 1 failed, 4 pending (of 10);
+    ETA 5m00s``; other states (queued, held, dead, corrupt) are listed when present."""
+    progress = running_text(list(running), counts[RunState.RUNNING])
+    parts = [f"{counts[RunState.DONE]} done", f"{counts[RunState.RUNNING]} running"]
+    if progress and counts[RunState.RUNNING]:
+        parts[-1] += f" ({progress})"
+    shown = ("queued", "held", RunState.DEAD, RunState.CORRUPT, RunState.STALE)
+    parts += [f"{counts[k]} {k}" for k in shown if counts[k]]
+    parts += [
+        f"{counts[RunState.FAILED]} failed",
+        f"{counts[RunState.PENDING]} pending (of {total})",
+    ]
+    eta = "?" if eta_s is None else fmt_duration(eta_s)
+    return ", ".join(parts) + f"; ETA {eta}"
+
+
+class LiveSummary:
+    """Prints the summary line when the counts change (at most every ``min_gap_s``) and at
+    least every ``every_s`` (with the running runs' progress and the ETA of that moment)."""
+
+    def __init__(
+        self,
+        total: int,
+        stream: TextIO | None = None,
+        min_gap_s: float = 1.0,
+        every_s: float = 30.0,
+    ) -> None:
+        self.total, self.stream = total, stream or sys.stderr
+        self.min_gap_s, self.every_s = min_gap_s, every_s
+        self.last_counts: Counter | None = None
+        self.last_time = 0.0
+
+    def update(
+        self,
+        counts: Counter,
+        eta_s: float | None,
+        force: bool = False,
+        running: Sequence[Live] = (),
+    ) -> None:
+        now = time.monotonic()
+        changed = counts != self.last_counts
+        if (
+            (force and changed)
+            or (changed and now - self.last_time >= self.min_gap_s)
+            or (now - self.last_time >= self.every_s)
+        ):
+            text = summary_line(counts, self.total, eta_s, running)
+            print(f"[sweep] {text}", file=self.stream, flush=True)
+            self.last_counts, self.last_time = Counter(counts), now

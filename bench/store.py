@@ -24,16 +24,15 @@ so ``bench status`` counts it; the SLURM job id it was submitted as); after it h
 launcher that started it (to record the exit code and the tail of stderr of a worker that
 could not). The lock is what tells a live run from a dead
 one on the same host; across hosts (a shared file system whose locks are host-local) a run is
-dead when its heartbeat, refreshed every ``HEARTBEAT_EVERY_S`` by a thread, is stale.
-What a run's files mean together is decided in :mod:`debias_bench.states`.
+dead when its heartbeat, refreshed every ``HEARTBEAT_EVERY_S`` by a thread, is stale
+(the lock: :mod:`debias_bench.runlock`). What each file must hold, and the fix for one that
+does not, is checked in :mod:`debias_bench.runfiles`; what a run's files mean together is
+decided in :mod:`debias_bench.states`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
-import json
-import math
 import os
 import socket
 import threading
@@ -46,7 +45,17 @@ import torch
 
 from debias_bench.errors import CorruptDataError
 from debias_bench.jsonio import read_json, write_atomic, write_json, writing
-from debias_bench.metrics import REQUIRED_SELECTIONS
+from debias_bench.runfiles import (
+    MOVED_ASIDE,
+    RUN_FILES,
+    checkpoint_stamp,
+    described_run,
+    fix_hint,
+    incomplete_result,
+    metrics_line,
+    parse_metrics_line,
+)
+from debias_bench.runlock import hold_lock, lock_held, pid_alive
 from debias_bench.states import (
     HEARTBEAT_EVERY_S,
     STALE_AFTER_S,
@@ -60,126 +69,18 @@ from debias_bench.states import (
 
 #: every run state (the enum lives in ``debias_bench.states``)
 STATES = tuple(RunState)
-#: the suffix of a file or run folder moved aside (the fixes of faults say ``mv X X.bad``)
-MOVED_ASIDE = ".bad"
-#: the files whose presence makes a directory of the store a run
-RUN_FILES = ("config.json", "status.json", "result.json", "metrics.jsonl", "checkpoint.pt")
 #: serialises read-modify-write of status.json between the threads of one process
 _STATUS_LOCK = threading.RLock()
 
-__all__ = ["HEARTBEAT_EVERY_S", "STALE_AFTER_S", "STATES", "RunDir", "RunStore"]
-
-
-def _pid_alive(pid: int) -> bool:
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _described_run(config: dict[str, Any]) -> str:
-    """The run id that ``config``'s values hash to, or why it cannot be computed."""
-    from debias_bench.config import RunConfig
-    from debias_bench.errors import UnknownNameError
-
-    try:
-        return RunConfig.from_json(config).run_id
-    except UnknownNameError as exc:  # a plugin method whose plugin is not loaded
-        return f"cannot be verified: {exc.message} (load its plugin with BENCH_PLUGINS)"
-    except (KeyError, TypeError, ValueError) as exc:
-        return f"cannot be read as a run config ({type(exc).__name__}: {exc})"
-
-
-#: (path, mtime, size) -> the stamp read from that checkpoint (reading it again is not free)
-_STAMPS: dict[tuple[str, int, int], dict[str, Any]] = {}
-
-
-def _checkpoint_stamp(path: Path) -> dict[str, Any] | None:
-    """The stamp a checkpoint carries (``{}`` for one without); None when there is no
-    checkpoint. Read with ``mmap``, so the tensors are not loaded; CorruptDataError when the
-    file cannot be read."""
-    try:
-        stat = path.stat()
-    except FileNotFoundError:
-        return None
-    key = (str(path), stat.st_mtime_ns, stat.st_size)
-    if key not in _STAMPS:
-        try:
-            state = torch.load(path, map_location="cpu", weights_only=False, mmap=True)
-        except Exception as exc:
-            raise CorruptDataError(
-                f"cannot read checkpoint {path}: {exc}",
-                hint=f"move it aside (mv {path} {path}.bad); `bench run` with the same grid "
-                "then trains the run from scratch",
-            ) from exc
-        stamp = state.get("stamp") if isinstance(state, dict) else None
-        _STAMPS.clear() if len(_STAMPS) > 4096 else None
-        _STAMPS[key] = dict(stamp) if isinstance(stamp, dict) else {}
-    return _STAMPS[key]
-
-
-def _incomplete(result: Any) -> str | None:
-    """Why a parsed result.json is not a complete result (None when it is)."""
-    if not isinstance(result, dict):
-        return "is not a JSON object"
-    selections = result.get("selections")
-    if not isinstance(selections, dict) or not selections:
-        return "has no selections"
-    missing = [name for name in REQUIRED_SELECTIONS if name not in selections]
-    if missing:
-        return f"has no {', '.join(missing)} selection"
-    for name, chosen in selections.items():
-        for split in ("valid", "test"):
-            metrics = (chosen or {}).get(split) if isinstance(chosen, dict) else None
-            accuracy = metrics.get("accuracy") if isinstance(metrics, dict) else None
-            if not isinstance(accuracy, int | float) or not math.isfinite(accuracy):
-                return f"has no finite {split} accuracy for selection {name!r}"
-    return None
-
-
-def _is_record(record: Any) -> bool:
-    """An evaluation record as the engine writes it: a JSON object with an integer ``step``, a
-    numeric ``epoch`` and ``valid`` and ``test`` objects (anything else on a line of
-    ``metrics.jsonl`` is skipped, like a torn line)."""
-    if not isinstance(record, dict):
-        return False
-    step, epoch = record.get("step"), record.get("epoch")
-    return (
-        isinstance(step, int)
-        and not isinstance(step, bool)
-        and step >= 0
-        and isinstance(epoch, int | float)
-        and not isinstance(epoch, bool)
-        and all(isinstance(record.get(split), dict) for split in ("valid", "test"))
-    )
-
-
-def _parse_metrics_line(line: str) -> dict[str, Any] | None:
-    """One evaluation record, or None for a torn line. A torn record that a later append
-    continued on the same line (stores written before appends began on a fresh line) gives
-    back the record appended after it."""
-    line = line.strip()
-    if not line:
-        return None
-    try:
-        record = json.loads(line)
-        return record if _is_record(record) else None
-    except ValueError:
-        pass
-    decoder = json.JSONDecoder()
-    start = line.find('{"', 1)
-    while start != -1:
-        with contextlib.suppress(ValueError):
-            record, end = decoder.raw_decode(line, start)
-            if end == len(line) and _is_record(record):
-                return record
-        start = line.find('{"', start + 1)
-    return None
+__all__ = [
+    "HEARTBEAT_EVERY_S",
+    "MOVED_ASIDE",
+    "RUN_FILES",
+    "STALE_AFTER_S",
+    "STATES",
+    "RunDir",
+    "RunStore",
+]
 
 
 class RunDir:
@@ -237,7 +138,7 @@ class RunDir:
     def _verify_config(self, config: dict[str, Any]) -> None:
         """The run id recomputed from ``config`` must be the folder's name, and so must the id
         it records: a copied folder or a hand-edited value never passes for this run."""
-        described = _described_run(config)
+        described = described_run(config)
         if described == self.run_id and config.get("run_id") == self.run_id:
             return
         if described.startswith("cannot "):
@@ -259,6 +160,7 @@ class RunDir:
         of the method and dataset made them."""
         return {"run_id": self.run_id, "config_digest": self.config_digest(), "code": self.code()}
 
+    # ---------------------------------------------------------------- code identity (stale runs)
     def code(self) -> str:
         """The hash of the current code of the run's method and dataset."""
         from debias_bench.provenance import code_hash
@@ -275,6 +177,16 @@ class RunDir:
             return None
         return f"stale: code changed since its {name} was written (code {made_by} -> {self.code()})"
 
+    def staleness(self) -> str | None:
+        """Why the run's result (or, unfinished, its checkpoint) is stale; None if it is not."""
+        try:
+            result = self._result()
+            if result is not None:
+                return self._stale(result, "result")
+            return self._stale(checkpoint_stamp(self.checkpoint_path), "checkpoint")
+        except CorruptDataError:
+            return None  # a fault, reported as such
+
     def retire(self) -> Path:
         """Move a stale run's result, checkpoint and metrics aside, into
         ``superseded/<code>/`` inside the run, so it trains afresh with the current code;
@@ -283,7 +195,7 @@ class RunDir:
             made_by = read_json(self.result_path).get("code")
         except (CorruptDataError, FileNotFoundError, AttributeError):
             made_by = None
-        made_by = made_by or (_checkpoint_stamp(self.checkpoint_path) or {}).get("code")
+        made_by = made_by or (checkpoint_stamp(self.checkpoint_path) or {}).get("code")
         aside = self.path / "superseded" / str(made_by or "unknown")
         aside.mkdir(parents=True, exist_ok=True)
         for path in (self.result_path, self.checkpoint_path, self.metrics_path):
@@ -291,6 +203,7 @@ class RunDir:
                 os.replace(path, aside / path.name)
         return aside
 
+    # ---------------------------------------------------------------- status
     def status(self) -> dict[str, Any]:
         """The recorded status (``{"state": "pending"}`` when none was recorded);
         CorruptDataError when status.json is torn or holds no known state."""
@@ -373,24 +286,7 @@ class RunDir:
 
     # ---------------------------------------------------------------- faults and state
     def _fix(self, name: str) -> str:
-        path = self.path / name
-        if name == "foreign":
-            return (
-                f"the folder holds another run's files; move it aside (mv {self.path} "
-                f"{self.path}.bad) and `bench run` with the same grid trains this run afresh"
-            )
-        if name == "config.json" and not path.exists():
-            return (
-                "`bench run` with the grid that made this run writes it again; or move the "
-                f"run aside: mv {self.path} {self.path}.bad"
-            )
-        redo = {
-            "config.json": "then writes it again",
-            "status.json": "then resumes the run (from its checkpoint when it has one)",
-            "result.json": "then redoes the run's end from its checkpoint (all of it without)",
-            "checkpoint.pt": "then trains the run from scratch",
-        }[name]
-        return f"move it aside (mv {path} {path}.bad); `bench run` with the same grid {redo}"
+        return fix_hint(self.path, name)
 
     def fault(self) -> str | None:
         """The first missing, unreadable or foreign file of the run, and the fix; None when
@@ -424,7 +320,7 @@ class RunDir:
             return None
         except CorruptDataError as exc:
             raise CorruptDataError(exc.message, hint=self._fix("result.json")) from exc
-        problem = _incomplete(result) or self._foreign(result, "result.json")
+        problem = incomplete_result(result) or self._foreign(result, "result.json")
         if problem:
             raise CorruptDataError(f"{self.result_path} {problem}", hint=self._fix("result.json"))
         return result
@@ -445,7 +341,7 @@ class RunDir:
 
     def _check_checkpoint(self) -> None:
         """CorruptDataError when the checkpoint is another run's: it is never resumed from."""
-        stamp = _checkpoint_stamp(self.checkpoint_path)
+        stamp = checkpoint_stamp(self.checkpoint_path)
         if stamp is None:
             return
         problem = self._foreign(stamp, "checkpoint.pt")
@@ -453,16 +349,6 @@ class RunDir:
             raise CorruptDataError(
                 f"{self.checkpoint_path} {problem}", hint=self._fix("checkpoint.pt")
             )
-
-    def staleness(self) -> str | None:
-        """Why the run's result (or, unfinished, its checkpoint) is stale; None if it is not."""
-        try:
-            result = self._result()
-            if result is not None:
-                return self._stale(result, "result")
-            return self._stale(_checkpoint_stamp(self.checkpoint_path), "checkpoint")
-        except CorruptDataError:
-            return None  # a fault, reported as such
 
     def facts(self) -> Facts:
         """What the store says about the run, for :func:`debias_bench.states.effective_state`."""
@@ -478,7 +364,7 @@ class RunDir:
             same_host=status.get("host", socket.gethostname()) == socket.gethostname(),
             heartbeat_age_s=time.time() - float(status.get("heartbeat") or 0),
             lock_held=self.lock_held() if running else None,
-            pid_alive=_pid_alive(pid) if running else False,
+            pid_alive=pid_alive(pid) if running else False,
         )
 
     def effective_state(self, owned: bool = False) -> RunState:
@@ -492,46 +378,14 @@ class RunDir:
     stderr_path = property(lambda self: self.path / "stderr.log")
     stdout_path = property(lambda self: self.path / "stdout.log")
 
-    @contextlib.contextmanager
-    def claim(self, wait_s: float = 3.0) -> Iterator[bool]:
+    def claim(self, wait_s: float = 3.0) -> contextlib.AbstractContextManager[bool]:
         """Hold the run's lock for the duration of the block; yields False if another process
-        holds it. Waits up to ``wait_s`` (a reader's momentary shared lock is not an owner).
-        Where the file system has no locks, yields True (the heartbeat then decides)."""
-        self.path.mkdir(parents=True, exist_ok=True)
-        with writing(self.lock_path):
-            fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            deadline = time.monotonic() + wait_s
-            while True:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if time.monotonic() >= deadline:
-                        yield False
-                        return
-                    time.sleep(0.05)
-                except OSError:  # no lock support (some network file systems)
-                    break
-            yield True
-        finally:
-            os.close(fd)  # releases the lock
+        holds it (:func:`~debias_bench.runlock.hold_lock`)."""
+        return hold_lock(self.lock_path, wait_s)
 
     def lock_held(self) -> bool | None:
         """Whether some process holds the run's lock; None when it cannot be told."""
-        try:
-            fd = os.open(self.lock_path, os.O_RDONLY)
-        except OSError:
-            return None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-            return False
-        except BlockingIOError:
-            return True
-        except OSError:
-            return None
-        finally:
-            os.close(fd)
+        return lock_held(self.lock_path)
 
     def remove_temp_files(self) -> list[Path]:
         """Delete the temporary files that writes of a dead or failed process left behind
@@ -571,7 +425,7 @@ class RunDir:
 
     def append_metrics(self, record: dict[str, Any]) -> None:
         """Append one record; it starts on a fresh line even after a torn one."""
-        line = json.dumps(record, sort_keys=True) + "\n"
+        line = metrics_line(record)
         with writing(self.metrics_path), open(self.metrics_path, "ab+") as handle:
             if handle.seek(0, os.SEEK_END) > 0:
                 handle.seek(-1, os.SEEK_END)
@@ -588,7 +442,7 @@ class RunDir:
             text = self.metrics_path.read_bytes().decode("utf-8", errors="replace")
         except FileNotFoundError:
             return []
-        records = (_parse_metrics_line(line) for line in text.splitlines())
+        records = (parse_metrics_line(line) for line in text.splitlines())
         return [r for r in records if r is not None]
 
     def truncate_metrics(self, max_step: int) -> None:
@@ -598,7 +452,7 @@ class RunDir:
             return
         by_step = {int(r["step"]): r for r in self.metrics() if int(r["step"]) <= max_step}
         kept = [by_step[s] for s in sorted(by_step)]
-        write_atomic(self.metrics_path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in kept))
+        write_atomic(self.metrics_path, "".join(metrics_line(r) for r in kept))
 
     # ---------------------------------------------------------------- checkpoint / result
     def save_checkpoint(self, state: dict[str, Any]) -> None:
@@ -630,7 +484,7 @@ class RunDir:
         """Write the final result, stamped with the run id and config digest; it must be
         complete (the run is done from now on)."""
         stamped = {**result, **self._stamp()}
-        problem = _incomplete(stamped)
+        problem = incomplete_result(stamped)
         if problem:
             raise ValueError(f"a result that {problem} is not written")
         write_json(self.result_path, stamped)

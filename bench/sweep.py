@@ -183,6 +183,33 @@ def _execute(
     if reason:
         run_dir.transition(RunState.SKIPPED, reason=reason)
         return Outcome(config, run_dir, RunState.SKIPPED, reason)
+    _start(run_dir, decision, device, status_fields)
+    with Heartbeat(run_dir):
+        try:
+            recorded = _Recorded(run_dir, progress, tracking)
+            result = train_run(config, run_dir, place, device, recorded, should_stop)
+        except Interrupted as exc:
+            _record(run_dir, RunState.INTERRUPTED, note=str(exc))
+            raise
+        except KeyboardInterrupt:
+            _record(run_dir, RunState.INTERRUPTED, note="keyboard interrupt; rerun to resume")
+            raise
+        except (SystemExit, Exception) as exc:  # sys.exit() in method or dataset code too
+            message = _record_crash(run_dir, exc)
+            return Outcome(config, run_dir, RunState.FAILED, message, ran=True)
+    note = ""
+    try:
+        run_dir.transition(RunState.DONE, exit_code=0, ended=time.time())
+    except OSError as exc:  # the result is complete and readable: the run is done
+        note = f"status.json not updated: [Errno {exc.errno}] {exc.strerror}"
+    return Outcome(config, run_dir, RunState.DONE, note, result, ran=True)
+
+
+def _start(
+    run_dir: RunDir, decision: Decision, device: torch.device, status_fields: dict[str, Any]
+) -> None:
+    """Clear what an earlier attempt left, and record the run as running (a new attempt
+    unless it resumes a requested stop)."""
     run_dir.remove_temp_files()  # left by a process that died mid-write
     if not run_dir.checkpoint_path.is_file():
         run_dir.truncate_metrics(0)  # from scratch: records of an earlier attempt would repeat
@@ -205,36 +232,22 @@ def _execute(
         stderr_tail=None,
         **status_fields,
     )
-    with Heartbeat(run_dir):
-        try:
-            recorded = _Recorded(run_dir, progress, tracking)
-            result = train_run(config, run_dir, place, device, recorded, should_stop)
-        except Interrupted as exc:
-            _record(run_dir, RunState.INTERRUPTED, note=str(exc))
-            raise
-        except KeyboardInterrupt:
-            _record(run_dir, RunState.INTERRUPTED, note="keyboard interrupt; rerun to resume")
-            raise
-        except SystemExit as exc:  # method or dataset code called sys.exit(): a failed run
-            failure = RunFailure(
-                FailReason.CRASHED, f"the run's code called sys.exit({exc.code!r}) during the run"
-            )
-            exit_tail = "".join(traceback.format_exception(exc)[-6:])
-            message = _record_failure(run_dir, failure, traceback_tail=exit_tail, exit_code=1)
-            return Outcome(config, run_dir, RunState.FAILED, message, ran=True)
-        except Exception as exc:
-            # a named failure (diverged, corrupt data, ...) says all in its message; a crash
-            # keeps the end of its traceback for `bench status --failed`
-            named = isinstance(exc, BenchError)
-            tail = None if named else "".join(traceback.format_exception(exc)[-6:])
-            message = _record_failure(run_dir, exc, traceback_tail=tail, exit_code=1)
-            return Outcome(config, run_dir, RunState.FAILED, message, ran=True)
-    note = ""
-    try:
-        run_dir.transition(RunState.DONE, exit_code=0, ended=time.time())
-    except OSError as exc:  # the result is complete and readable: the run is done
-        note = f"status.json not updated: [Errno {exc.errno}] {exc.strerror}"
-    return Outcome(config, run_dir, RunState.DONE, note, result, ran=True)
+
+
+def _record_crash(run_dir: RunDir, exc: BaseException) -> str:
+    """Record an exception that ended the training as the run's failure; returns the message.
+
+    A named failure (diverged, corrupt data, ...) says all in its message; a crash keeps the
+    end of its traceback for ``bench status --failed``; a ``sys.exit()`` in the run's code is
+    a crash that says so."""
+    tail = "".join(traceback.format_exception(exc)[-6:])
+    if isinstance(exc, SystemExit):
+        why = f"the run's code called sys.exit({exc.code!r}) during the run"
+        return _record_failure(
+            run_dir, RunFailure(FailReason.CRASHED, why), traceback_tail=tail, exit_code=1
+        )
+    named = isinstance(exc, BenchError)
+    return _record_failure(run_dir, exc, traceback_tail=None if named else tail, exit_code=1)
 
 
 class _Recorded(Progress):

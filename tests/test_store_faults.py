@@ -182,13 +182,20 @@ def _selections_and_metrics(run_dir) -> tuple[dict, list[dict]]:
     return run_dir.result()["selections"], [{k: r[k] for k in keep} for r in run_dir.metrics()]
 
 
-def test_torn_metrics_line_loses_no_later_record_on_resume(tmp_path, toy_place):
+def _beside_a_done_run(tmp_path: Path, toy_place) -> tuple:
+    """An ETF-Debias config trained whole in a store of its own (the numbers a resume must
+    reach), and a store holding another, done run: (config, whole run, store, that done run,
+    a snapshot of the store without the config's run)."""
     config = _config(method="etf_debias")
     whole = RunStore(tmp_path / "whole").run(config.run_id)
     train_run(config, whole, toy_place, CPU)
     store = RunStore(tmp_path / "runs")
     done = run_one(_config(seed=1), store, toy_place, CPU).run_dir
-    others = snapshot(store.root, config.run_id)
+    return config, whole, store, done, snapshot(store.root, config.run_id)
+
+
+def test_torn_metrics_line_loses_no_later_record_on_resume(tmp_path, toy_place):
+    config, whole, store, done, others = _beside_a_done_run(tmp_path, toy_place)
 
     run = _interrupted_at(store, config, toy_place, 16)
     lines = run.metrics_path.read_text().splitlines(keepends=True)
@@ -214,12 +221,7 @@ def test_torn_metrics_line_loses_no_later_record_on_resume(tmp_path, toy_place):
 def test_retry_after_deleting_the_checkpoint_does_not_duplicate_records(
     tmp_path, toy_place, monkeypatch, how
 ):
-    config = _config(method="etf_debias")
-    whole = RunStore(tmp_path / "whole").run(config.run_id)
-    train_run(config, whole, toy_place, CPU)
-    store = RunStore(tmp_path / "runs")
-    done = run_one(_config(seed=1), store, toy_place, CPU).run_dir
-    others = snapshot(store.root, config.run_id)
+    config, whole, store, done, others = _beside_a_done_run(tmp_path, toy_place)
 
     retry = False
     if how == "interrupted":

@@ -4,7 +4,8 @@ A launcher only knows how to start runs and tell when they ended (:class:`Launch
 scheduler decides which runs to start (:func:`~debias_bench.sweep.decide`), retries failures
 with ``retry_failed`` up to ``max_attempts``, stops everything on the first failure with
 ``fail_fast`` (running runs checkpoint and stay resumable), and prints a live summary line
-(done / running / queued / failed / pending, ETA) as states change.
+(done / running / queued / failed / pending, ETA: :class:`~debias_bench.runprogress.LiveSummary`)
+as states change. :class:`SweepLoop` is the loop, one named step a method.
 """
 
 from __future__ import annotations
@@ -14,15 +15,27 @@ import sys
 import time
 from abc import ABC, abstractmethod
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TextIO
+from typing import Any
 
 from debias_bench.config import RunConfig
-from debias_bench.runprogress import Live, fmt_duration, run_kind, running_text, sweep_eta
-from debias_bench.states import COUNTED_AS, SUCCESS, RunState
-from debias_bench.store import RunStore
+from debias_bench.runprogress import Live, LiveSummary, run_kind, summary_line, sweep_eta
+from debias_bench.states import COUNTED_AS, SUCCESS, Decision, RunState
+from debias_bench.store import RunDir, RunStore
 from debias_bench.sweep import MAX_ATTEMPTS, Outcome, decide, record_decision
+
+__all__ = [
+    "Ended",
+    "Launcher",
+    "LiveSummary",  # the summary line lives in debias_bench.runprogress
+    "Policy",
+    "Sweep",
+    "SweepLoop",
+    "Task",
+    "schedule",
+    "summary_line",
+]
 
 
 @dataclass
@@ -86,56 +99,6 @@ class Launcher(ABC):
         """Release what the launcher holds when the sweep ends."""
 
 
-def summary_line(
-    counts: Counter, total: int, eta_s: float | None, running: Sequence[Live] = ()
-) -> str:
-    """``3 done, 1 running (step 120/240, 35 steps/s, ETA 4s), 1 failed, 4 pending (of 10);
-    ETA 5m00s``; other states (queued, held, dead, corrupt) are listed when present."""
-    progress = running_text(list(running), counts[RunState.RUNNING])
-    parts = [f"{counts[RunState.DONE]} done", f"{counts[RunState.RUNNING]} running"]
-    if progress and counts[RunState.RUNNING]:
-        parts[-1] += f" ({progress})"
-    shown = ("queued", "held", RunState.DEAD, RunState.CORRUPT, RunState.STALE)
-    parts += [f"{counts[k]} {k}" for k in shown if counts[k]]
-    parts += [
-        f"{counts[RunState.FAILED]} failed",
-        f"{counts[RunState.PENDING]} pending (of {total})",
-    ]
-    eta = "?" if eta_s is None else fmt_duration(eta_s)
-    return ", ".join(parts) + f"; ETA {eta}"
-
-
-class LiveSummary:
-    """Prints the summary line when the counts change (at most every ``min_gap_s``) and at
-    least every ``every_s`` (with the running runs' progress and the ETA of that moment)."""
-
-    def __init__(
-        self, total: int, stream: TextIO | None = None, min_gap_s: float = 1.0, every_s=30.0
-    ):
-        self.total, self.stream = total, stream or sys.stderr
-        self.min_gap_s, self.every_s = min_gap_s, every_s
-        self.last_counts: Counter | None = None
-        self.last_time = 0.0
-
-    def update(
-        self,
-        counts: Counter,
-        eta_s: float | None,
-        force: bool = False,
-        running: Sequence[Live] = (),
-    ) -> None:
-        now = time.monotonic()
-        changed = counts != self.last_counts
-        if (
-            (force and changed)
-            or (changed and now - self.last_time >= self.min_gap_s)
-            or (now - self.last_time >= self.every_s)
-        ):
-            text = summary_line(counts, self.total, eta_s, running)
-            print(f"[sweep] {text}", file=self.stream, flush=True)
-            self.last_counts, self.last_time = Counter(counts), now
-
-
 @dataclass
 class Sweep:
     """What happened in one ``bench run``: outcomes in grid order, and why it stopped.
@@ -164,7 +127,7 @@ class Sweep:
 WATCH_EVERY_S = 2.0
 
 
-def _held_note(run_dir: Any) -> str:
+def _held_note(run_dir: RunDir) -> str:
     """``pid 123 on host`` of the process that holds a run (what its status says)."""
     with contextlib.suppress(Exception):
         status = run_dir.status()
@@ -181,7 +144,7 @@ def schedule(
     retry_failed: bool = False,
     max_attempts: int = MAX_ATTEMPTS,
     fail_fast: bool = False,
-    should_stop: Any = lambda: False,
+    should_stop: Callable[[], bool] = lambda: False,
     live: LiveSummary | None = None,
     wait_for_held: bool = True,
 ) -> Sweep:
@@ -191,166 +154,268 @@ def schedule(
     A run that another live process holds (a second ``bench run`` of an overlapping grid) is
     waited for, with a note, and then taken over if it is not done (resumed from its
     checkpoint); with ``wait_for_held=False`` it is reported as ``running`` at once."""
-    labels = labels or {}
-    live = live or LiveSummary(len(configs))
-    outcomes: dict[str, Outcome] = {}
-    queue: list[Task] = []
-    held: dict[str, Task] = {}  # run id -> the run we wait for another process to release
-    sweep = Sweep([])
+    policy = Policy(retry_failed, max_attempts, fail_fast, wait_for_held)
+    loop = SweepLoop(launcher, configs, store, policy, labels or {}, live)
+    return loop.run(should_stop)
 
-    def label(config: RunConfig) -> str:
-        return labels.get(config.run_id, config.run_id)
 
-    def hold(task: Task) -> None:
-        run_dir = store.run(task.run_id)
-        if not wait_for_held:
-            note = f"held by {_held_note(run_dir)}; not waited for (--no-wait)"
-            print(f"    {task.label}: {note}", file=sys.stderr, flush=True)
-            outcomes[task.run_id] = Outcome(task.config, run_dir, RunState.RUNNING, note)
-            return
-        note = f"held by {_held_note(run_dir)}: waiting for it (--no-wait: do not wait)"
-        print(f"    {task.label}: {note}", file=sys.stderr, flush=True)
-        held[task.run_id] = task
+@dataclass(frozen=True)
+class Policy:
+    """What a sweep does with failures and with runs another process holds."""
 
-    def settle(config: RunConfig, decision: Any) -> None:
+    retry_failed: bool = False
+    max_attempts: int = MAX_ATTEMPTS
+    fail_fast: bool = False
+    wait_for_held: bool = True
+
+
+def _say(text: str) -> None:
+    print(f"    {text}", file=sys.stderr, flush=True)
+
+
+class SweepLoop:
+    """One sweep while it runs (:func:`schedule`): decide, fill free slots, collect ended
+    runs, retry or stop, show progress, and finish with an outcome for every run.
+
+    Every run of the grid is in one place at a time: ``queue`` (to start), ``held`` (another
+    process holds it and the sweep waits), the launcher (``active``), ``not_started`` (the
+    sweep stopped before it started) or ``outcomes`` (ended, or decided without training)."""
+
+    def __init__(
+        self,
+        launcher: Launcher,
+        configs: list[RunConfig],
+        store: RunStore,
+        policy: Policy,
+        labels: dict[str, str],
+        live: LiveSummary | None = None,
+    ) -> None:
+        self.launcher, self.configs, self.store, self.policy = launcher, configs, store, policy
+        self.labels = labels
+        self.live = live or LiveSummary(len(configs))
+        self.outcomes: dict[str, Outcome] = {}
+        self.queue: list[Task] = []
+        self.held: dict[str, Task] = {}  # run id -> the run another process must release
+        self.not_started: list[Task] = []
+        self.sweep = Sweep([])
+        self.halted = False
+        self.kinds = {c.run_id: run_kind(c.dataset, c.method) for c in configs}
+        self.finished: list[tuple[str, float]] = []  # (kind, wall seconds) of runs done here
+        self.progress: dict[str, Live | None] = {}  # running run id -> its heartbeat's progress
+        self.watched_at = 0.0
+
+    # ---------------------------------------------------------------- the loop
+    def run(self, should_stop: Callable[[], bool]) -> Sweep:
+        for config in self.configs:
+            self.settle(config, self.decide(config.run_id))
+        while self.busy():
+            stop_signal = getattr(self.launcher, "stop_signal", None)
+            if (should_stop() or stop_signal) and not self.halted and self.stop(stop_signal):
+                break  # detached: the launcher's runs go on without the sweep
+            self.fill_free_slots()
+            for ended in self.launcher.poll():
+                self.collect(ended)
+            self.watch()
+            self.report()
+            self.pause()
+        return self.finish()
+
+    def busy(self) -> bool:
+        return bool(self.queue or self.held or self.launcher.active())
+
+    def pause(self) -> None:
+        """Wait before the next round: longer when nothing runs and nothing can start."""
+        if self.busy():
+            idle = not self.launcher.active() and (self.halted or not self.queue)
+            time.sleep(max(self.launcher.poll_interval_s, 0.5 if idle else 0.0))
+
+    # ---------------------------------------------------------------- deciding
+    def decide(self, run_id: str, retry_failed: bool | None = None) -> Decision:
+        retry = self.policy.retry_failed if retry_failed is None else retry_failed
+        return decide(self.store.run(run_id), retry, self.policy.max_attempts)
+
+    def settle(self, config: RunConfig, decision: Decision) -> None:
         """Queue a run the decision says to train; else record its outcome."""
-        run_dir = store.run(config.run_id)
+        task = Task(config, self.labels.get(config.run_id, config.run_id))
         if decision.run:
-            queue.append(Task(config, label(config)))
+            self.enqueue(task)
         elif decision.state is RunState.RUNNING:
-            hold(Task(config, label(config)))
+            self.hold(task)
         else:
+            run_dir = self.store.run(config.run_id)
             record_decision(run_dir, decision)  # a dead run given up on is failed for all
             if decision.state is RunState.CORRUPT:  # the file and the fix, in full
-                print(f"    CORRUPT {label(config)}: {decision.note}", file=sys.stderr, flush=True)
+                _say(f"CORRUPT {task.label}: {decision.note}")
             result = run_dir.result() if decision.state is RunState.DONE else None
-            outcomes[config.run_id] = Outcome(
-                config, run_dir, decision.state, decision.note, result
-            )
+            self.record(task, decision.state, decision.note, result)
 
-    for config in configs:
-        settle(config, decide(store.run(config.run_id), retry_failed, max_attempts))
-    kinds = {config.run_id: run_kind(config.dataset, config.method) for config in configs}
-    finished: list[tuple[str, float]] = []  # (kind, wall seconds) of the runs done here
-    not_started: list[Task] = []
-    halted = False
-    progress: dict[str, Live | None] = {}
-    watched_at = 0.0
+    def enqueue(self, task: Task) -> None:
+        """To start, unless the sweep stopped (then it is reported as not started)."""
+        (self.not_started if self.halted else self.queue).append(task)
 
-    def watch() -> None:
-        """Every ``WATCH_EVERY_S``: the running runs' progress, and the held runs released."""
-        nonlocal watched_at
-        if time.monotonic() - watched_at < WATCH_EVERY_S:
+    def hold(self, task: Task) -> None:
+        """A run another live process holds: wait for it, or report it as running."""
+        holder = _held_note(self.store.run(task.run_id))
+        if not self.policy.wait_for_held:
+            note = f"held by {holder}; not waited for (--no-wait)"
+            _say(f"{task.label}: {note}")
+            self.record(task, RunState.RUNNING, note)
             return
-        watched_at = time.monotonic()
-        progress.clear()
-        for run_id, state in launcher.active().items():
+        _say(f"{task.label}: held by {holder}: waiting for it (--no-wait: do not wait)")
+        self.held[task.run_id] = task
+
+    def record(
+        self,
+        task: Task,
+        state: RunState,
+        note: str,
+        result: dict[str, Any] | None = None,
+        ran: bool = False,
+    ) -> None:
+        run_dir = self.store.run(task.run_id)
+        self.outcomes[task.run_id] = Outcome(task.config, run_dir, state, note, result, ran=ran)
+
+    # ---------------------------------------------------------------- starting and ending
+    def fill_free_slots(self) -> None:
+        if self.halted or not self.queue or (n := self.launcher.free()) <= 0:
+            return
+        batch, self.queue[:] = self.queue[:n], self.queue[n:]
+        now = time.time()
+        for task in batch:
+            task.started = now
+        self.launcher.start(batch)
+
+    def collect(self, ended: Ended) -> None:
+        """Take in a run that ended: retry it, wait for whoever took it, or record it."""
+        task = ended.task
+        if ended.state == RunState.DONE and ended.ran and task.started:
+            self.finished.append((self.kinds[task.run_id], time.time() - task.started))
+        if self.retries(ended):
+            self.sweep.retried.append(task.run_id)
+            _say(f"retrying {task.label}: {ended.note}")
+            self.enqueue(task)
+            return
+        if ended.state == RunState.RUNNING and not ended.ran and not self.halted:
+            self.hold(task)  # another process took it between our decision and our start
+            return
+        done = ended.state == RunState.DONE
+        result = ended.result or (self.store.run(task.run_id).result() if done else None)
+        self.record(task, ended.state, ended.note, result, ran=ended.ran)
+        if ended.state == RunState.DEAD:
+            _say(f"DIED {task.label}: {ended.note}")
+        if ended.state == RunState.FAILED and ended.ran:
+            _say(f"FAILED {task.label}: {ended.note}")
+            if self.policy.fail_fast and not self.halted:
+                self.halt("fail-fast")
+                self.launcher.stop()
+
+    def retries(self, ended: Ended) -> bool:
+        """Whether a failed run is started again (``retry_failed``, attempts left)."""
+        return (
+            ended.state == RunState.FAILED
+            and ended.ran
+            and self.policy.retry_failed
+            and not self.halted
+            and self.decide(ended.task.run_id, retry_failed=True).run
+        )
+
+    # ---------------------------------------------------------------- stopping
+    def halt(self, why: str) -> None:
+        """Start nothing more: the queued runs are reported as not started."""
+        self.halted, self.sweep.stopped = True, why
+        self.not_started += self.queue
+        self.queue.clear()
+
+    def stop(self, stop_signal: int | None) -> bool:
+        """Stop on request (a signal): give up waiting for held runs, then detach from the
+        launcher's runs or ask them to stop. True when detached (the loop ends now)."""
+        self.halt("signal")
+        self.sweep.signal = stop_signal
+        for task in self.held.values():  # no longer waited for: still held elsewhere
+            holder = _held_note(self.store.run(task.run_id))
+            self.record(task, RunState.RUNNING, f"held by {holder}; not waited for (stopped)")
+        self.held.clear()
+        message = self.launcher.detach()
+        if message:
+            self.sweep.stopped = f"detached: {message}"
+            return True
+        self.launcher.stop()
+        return False
+
+    # ---------------------------------------------------------------- watching
+    def watch(self) -> None:
+        """Every ``WATCH_EVERY_S``: the running runs' progress, and the held runs released."""
+        if time.monotonic() - self.watched_at < WATCH_EVERY_S:
+            return
+        self.watched_at = time.monotonic()
+        self.read_progress()
+        self.release_held()
+
+    def read_progress(self) -> None:
+        self.progress.clear()
+        for run_id, state in self.launcher.active().items():
             if state == RunState.RUNNING:
                 with contextlib.suppress(Exception):  # a torn or foreign file: no progress
-                    progress[run_id] = Live.from_status(store.run(run_id).status())
-                progress.setdefault(run_id, None)
-        for run_id, task in list(held.items()):
-            decision = decide(store.run(run_id), retry_failed, max_attempts)
+                    self.progress[run_id] = Live.from_status(self.store.run(run_id).status())
+                self.progress.setdefault(run_id, None)
+
+    def release_held(self) -> None:
+        """Settle the held runs whose holder let go of them."""
+        for run_id, task in list(self.held.items()):
+            decision = self.decide(run_id)
             if decision.state is not RunState.RUNNING or decision.run:
-                del held[run_id]
-                print(f"    {task.label}: released ({decision.state})", file=sys.stderr)
-                settle(task.config, decision)
+                del self.held[run_id]
+                _say(f"{task.label}: released ({decision.state})")
+                self.settle(task.config, decision)
 
-    def counts() -> Counter:
-        c: Counter = Counter()
-        for o in outcomes.values():
-            c[COUNTED_AS.get(o.state, o.state)] += 1
-        c.update(launcher.active().values())
-        c[RunState.PENDING] += len(queue) + len(not_started)
-        c["held"] += len(held)
-        return c
+    def counts(self) -> Counter:
+        """Runs per state, as the summary line counts them."""
+        counts: Counter = Counter()
+        for outcome in self.outcomes.values():
+            counts[COUNTED_AS.get(outcome.state, outcome.state)] += 1
+        counts.update(self.launcher.active().values())
+        counts[RunState.PENDING] += len(self.queue) + len(self.not_started)
+        counts["held"] += len(self.held)
+        return counts
 
-    def report(force: bool = False) -> None:
-        c = counts()
-        active = launcher.active()
+    def report(self, force: bool = False) -> None:
+        """The summary line, with the sweep's ETA (:func:`sweep_eta`)."""
+        counts, active = self.counts(), self.launcher.active()
         running = [
-            (kinds[r], progress.get(r)) for r, state in active.items() if state == RunState.RUNNING
+            (self.kinds[r], self.progress.get(r))
+            for r, state in active.items()
+            if state == RunState.RUNNING
         ]
-        waiting: list[str | None] = [kinds[t.run_id] for t in (*queue, *not_started)]
-        waiting += [kinds[r] for r in held] + [
-            kinds[r] for r, s in active.items() if s != RunState.RUNNING
-        ]
-        waiting += [None] * max(0, c[RunState.PENDING] + c["queued"] + c["held"] - len(waiting))
-        eta = sweep_eta(finished, waiting, running, launcher.parallelism())
-        live.update(c, eta, force, [p for _, p in running if p is not None])
+        waiting: list[str | None] = [self.kinds[t.run_id] for t in (*self.queue, *self.not_started)]
+        waiting += [self.kinds[r] for r in self.held]
+        waiting += [self.kinds[r] for r, state in active.items() if state != RunState.RUNNING]
+        unknown = counts[RunState.PENDING] + counts["queued"] + counts["held"] - len(waiting)
+        waiting += [None] * max(0, unknown)
+        eta = sweep_eta(self.finished, waiting, running, self.launcher.parallelism())
+        self.live.update(counts, eta, force, [p for _, p in running if p is not None])
 
-    while queue or held or launcher.active():
-        stop_signal = getattr(launcher, "stop_signal", None)
-        if (should_stop() or stop_signal) and not halted:
-            halted, sweep.stopped, sweep.signal = True, "signal", stop_signal
-            not_started += queue
-            queue.clear()
-            for task in held.values():  # no longer waited for: still held elsewhere
-                run_dir = store.run(task.run_id)
-                note = f"held by {_held_note(run_dir)}; not waited for (stopped)"
-                outcomes[task.run_id] = Outcome(task.config, run_dir, RunState.RUNNING, note)
-            held.clear()
-            message = launcher.detach()
-            if message:
-                sweep.stopped = f"detached: {message}"
-                break
-            launcher.stop()
-        if not halted and queue and (n := launcher.free()) > 0:
-            batch, queue[:] = queue[:n], queue[n:]
-            now = time.time()
-            for task in batch:
-                task.started = now
-            launcher.start(batch)
-        for ended in launcher.poll():
-            task = ended.task
-            run_dir = store.run(task.run_id)
-            if ended.state == RunState.DONE and ended.ran and task.started:
-                finished.append((kinds[task.run_id], time.time() - task.started))
-            if (
-                ended.state == RunState.FAILED
-                and ended.ran
-                and retry_failed
-                and not halted
-                and decide(run_dir, True, max_attempts).run
-            ):
-                sweep.retried.append(task.run_id)
-                print(f"    retrying {task.label}: {ended.note}", file=sys.stderr, flush=True)
-                queue.append(task)
-                continue
-            if ended.state == RunState.RUNNING and not ended.ran and not halted:
-                hold(task)  # another process took it between our decision and our start
-                continue
-            done = ended.state == RunState.DONE
-            result = ended.result or (run_dir.result() if done else None)
-            outcomes[task.run_id] = Outcome(
-                task.config, run_dir, ended.state, ended.note, result, ran=ended.ran
+    # ---------------------------------------------------------------- the end
+    def finish(self) -> Sweep:
+        """The last summary line, and an outcome for every run, in grid order."""
+        self.report(force=True)
+        self.launcher.close()
+        for task in self.not_started:  # halted or detached before they started
+            self.outcomes.setdefault(
+                task.run_id,
+                Outcome(task.config, self.store.run(task.run_id), RunState.PENDING, "not started"),
             )
-            if ended.state == RunState.DEAD:
-                print(f"    DIED {task.label}: {ended.note}", file=sys.stderr, flush=True)
-            if ended.state == RunState.FAILED and ended.ran:
-                print(f"    FAILED {task.label}: {ended.note}", file=sys.stderr, flush=True)
-                if fail_fast and not halted:
-                    halted, sweep.stopped = True, "fail-fast"
-                    not_started += queue
-                    queue.clear()
-                    launcher.stop()
-        watch()
-        report()
-        if queue or held or launcher.active():
-            idle = not launcher.active() and (halted or not queue)
-            time.sleep(max(launcher.poll_interval_s, 0.5 if idle else 0.0))
-    report(force=True)
-    launcher.close()
-    for task in not_started:  # halted or detached before they started
-        outcomes.setdefault(
-            task.run_id,
-            Outcome(task.config, store.run(task.run_id), RunState.PENDING, "not started"),
-        )
-    for run_id, state in launcher.active().items():
-        config = next(c for c in configs if c.run_id == run_id)
-        outcomes.setdefault(
-            run_id,
-            Outcome(config, store.run(run_id), RunState.RUNNING, f"still in SLURM ({state})"),
-        )
-    sweep.outcomes = [outcomes[c.run_id] for c in configs if c.run_id in outcomes]
-    return sweep
+        by_id = {c.run_id: c for c in self.configs}
+        for run_id, state in self.launcher.active().items():
+            self.outcomes.setdefault(
+                run_id,
+                Outcome(
+                    by_id[run_id],
+                    self.store.run(run_id),
+                    RunState.RUNNING,
+                    f"still in SLURM ({state})",
+                ),
+            )
+        self.sweep.outcomes = [
+            self.outcomes[c.run_id] for c in self.configs if c.run_id in self.outcomes
+        ]
+        return self.sweep
