@@ -22,12 +22,13 @@ def class_activation_maps(
 ) -> torch.Tensor:
     """``N x H x W`` maps in [0, 1] for ``classes`` (default: the predicted classes)."""
     backbone, weight = method.backbone_module(), method.classifier_weight()
-    if backbone is None or weight is None or not hasattr(backbone, "feature_map"):
+    feature_map = getattr(backbone, "feature_map", None)
+    if weight is None or not callable(feature_map):
         raise BenchError(
             f"class activation maps need a convolutional backbone with a linear head; "
             f"{type(method).__name__} with this backbone has none"
         )
-    fmap = backbone.feature_map(x)  # N x C x h x w (checked above)
+    fmap = feature_map(x)  # N x C x h x w
     if classes is None:
         classes = method.predict(x).argmax(1)
     cam = torch.einsum("nc,nchw->nhw", weight[classes], fmap).clamp_min(0)

@@ -108,7 +108,8 @@ class DatasetFamily(ABC):
     implements ``prepare`` and ``split_dirs``; ``load`` then checks every file a run reads
     against the manifest before reading it."""
 
-    spec: ClassVar[DatasetSpec]
+    #: set on each family class; an instance may carry its own (its registered name, options)
+    spec: DatasetSpec
     #: bump when the build recipe changes, so old prepared data is not silently reused
     build_version: ClassVar[str] = "1"
     #: splits stay on disk as memory maps (the 224-px sets) instead of in memory
@@ -144,7 +145,7 @@ class DatasetFamily(ABC):
         self._option_values = {key: opt.default for key, opt in declared.items()} | given
         self._verified: dict[tuple[str, ...], dict[str, str]] = {}
         if name != self.spec.name:  # a subclass registered under its own name
-            self.spec = dataclasses.replace(self.spec, name=name)  # type: ignore[misc]
+            self.spec = dataclasses.replace(self.spec, name=name)
 
     @classmethod
     def registered_name(cls) -> str:

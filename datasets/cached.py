@@ -150,7 +150,7 @@ def partition_conflicting(
 
 def resolve_source(family: CachedImageFamily, release: Path, layout: Path, how: str) -> Path:
     """``source`` option: 'release' (build), 'biasensemble' (read), or 'auto' (first found)."""
-    choice: str = family.source  # declared by each subclass (``source_option``)
+    choice = str(family.option_values()["source"])  # declared by each subclass (source_option)
     options = {"release": [release], "biasensemble": [layout], "auto": [release, layout]}
     for path in options[choice]:
         if path.exists():
