@@ -11,7 +11,7 @@
 #   bench reproduce export --out $OUT --dataset cmnist -o results/reproduction/cmnist.csv --merge
 #   bench reproduce table results/reproduction/cmnist.csv --readme results/reproduction/README.md
 # SelecMix is left out: its official auxiliary CIFAR ResNet-18 takes about a minute per big
-# batch on this CPU (200 epochs: weeks); scripts/reproduce_gpu.sh runs it on a GPU.
+# batch on this CPU (200 epochs: weeks); `bench reproduce run` runs it on a GPU.
 set -uo pipefail
 OUT="${OUT:-$HOME/runs/repro}"
 WORKERS="${WORKERS:-1}"

@@ -268,3 +268,51 @@ def test_git_commit_of_a_copy_without_git_comes_from_its_stamped_commit_file(tmp
     (tmp_path / "COMMIT").write_text("0123abcdef" * 4 + "\n")
     assert git_commit(tmp_path) == "0123abcdef" * 4
     assert (REPO / ".gitattributes").read_text().split() == ["bench/COMMIT", "export-subst"]
+
+
+@pytest.mark.realdata
+def test_reproduce_run_trains_the_tables_grid_and_ends_in_the_export(
+    tmp_path, raw_root, data_root, monkeypatch, capsys
+):
+    """`bench reproduce run`: one command from an empty store to the CSV, the comparison, the
+    plot and the paper's tables; rerun, it trains nothing and writes the same CSV."""
+    monkeypatch.setenv("BENCH_RAW_ROOT", str(raw_root))
+    monkeypatch.setenv("BENCH_DATA_ROOT", str(data_root))
+    results, store = tmp_path / "results", tmp_path / "store"
+    command = [
+        "reproduce", "run", "--out", str(store), "--tables", "synthetic", "--datasets",
+        "cmnist", "--methods", "vanilla", "--ratios", "1", "--seeds", "0", "--preset", "ci",
+        "--launcher", "inline", "--results", str(results),
+    ]  # fmt: skip
+    assert main(command) == 0
+    assert "1 ran, 0 failed" in capsys.readouterr().err
+    assert {p.name for p in results.iterdir()} == {
+        "cmnist.csv",
+        "cmnist.md",
+        "cmnist.png",
+        "tables.md",
+    }
+    frame = read_csv(results / "cmnist.csv")
+    assert set(frame["selection"]) >= {"last", "best_valid", "best_test"}
+    assert set(frame["preset"]) == {"ci"} and set(frame["method"]) == {"vanilla"}
+    (run,) = RunStore(store).runs()
+    last = frame[frame["selection"] == "last"]["accuracy"].item()
+    assert last == pytest.approx(run.result()["selections"]["last"]["test"]["accuracy"], abs=1e-3)
+    assert "| Vanilla | 1 |" in (results / "cmnist.md").read_text()
+    assert "the paper's Table 1" in (results / "tables.md").read_text()
+
+    before = (results / "cmnist.csv").read_text()
+    assert main(command) == 0
+    assert "0 ran, 0 failed" in capsys.readouterr().err
+    assert (results / "cmnist.csv").read_text() == before
+
+
+def test_reproduce_run_refuses_tables_and_datasets_the_paper_lacks(tmp_path, capsys):
+    out = ["--out", str(tmp_path / "store"), "--dry-run"]
+    assert main(["reproduce", "run", "--tables", "table9", *out]) == 2
+    assert "no table 'table9'" in capsys.readouterr().err
+    assert main(["reproduce", "run", "--tables", "real", "--datasets", "cmnist", *out]) == 2
+    err = capsys.readouterr().err
+    assert "--datasets cmnist: not in the tables real" in err
+    assert "bffhq, dogs_and_cats, bar" in err
+    assert not (tmp_path / "store").exists()
