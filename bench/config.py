@@ -245,13 +245,18 @@ def resolve_layers(
         layer("--epochs", {"epochs": epochs, "steps": None})
     layer("tuned", tuned)
     layer("--set", overrides)
+    _check_required(table, values, f"{method} on {dataset}")
+    return Resolution(values, sources, recipe=own if own != dataset else None)
+
+
+def _check_required(table: dict[str, HParam], values: dict[str, Any], where: str) -> None:
+    """A ConfigError naming the declared keys without a default that no layer gave."""
     missing = sorted(k for k, p in table.items() if p.default is REQUIRED and k not in values)
     if missing:
         raise ConfigError(
-            f"{method} on {dataset}: no value for {', '.join(missing)}",
+            f"{where}: no value for {', '.join(missing)}",
             hint="give it in the method's YAML defaults or with --set KEY=VALUE",
         )
-    return Resolution(values, sources, recipe=own if own != dataset else None)
 
 
 def resolve_hparams(

@@ -15,8 +15,8 @@ import random
 import resource
 import sys
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -274,123 +274,202 @@ def _train(
     data: LoadedData | None,
 ) -> dict[str, Any]:
     run_dir.plan(config_json(config))  # when no sweep planned it (benchmarks, analyses)
-    family, splits, stream, method = _setup(config, place, device, data)
-    hp = method.hp
-    checkpoint = run_dir.load_checkpoint()
-    fingerprint = family.fingerprint(config.ratio) if data is None else None
-    if fingerprint is not None:
-        _check_fingerprint(run_dir, checkpoint, fingerprint)
-    accelerate(method.modules(), hp, device)
-    amp = amp_dtype(hp.amp, device)
-    spec, total_steps = family.spec, method.env.total_steps
-    eval_every = hp.eval_every or max(1, round(hp.eval_every_epochs * stream.steps_per_epoch))
-    tracker = SelectionTracker()
-    iid, iid_note = iid_valid(splits.valid, config.ratio, config.seed)
-    if device.type == "cuda":
-        torch.cuda.reset_peak_memory_stats(device)
+    training = _Training(config, run_dir, place, device, data)
+    training.resume_or_prepare()
+    progress.start(run_dir.run_id, training.total_steps, training.tally.step)
+    try:
+        training.loop(progress, should_stop)
+    except (Diverged, Interrupted):  # a run that ends early closes its progress too
+        progress.close()
+        raise
+    progress.close()
+    result = training.result()
+    run_dir.write_result(result)
+    return result
 
-    if checkpoint is not None:
-        method.load_state_dict(checkpoint["method"])
-        tracker.load_state_dict(checkpoint["tracker"])
-        _set_rng_state(checkpoint["rng"])
-        step, sums, count = checkpoint["step"], checkpoint["loss_sums"], checkpoint["loss_count"]
-        train_time, prepare_time = checkpoint["train_time"], checkpoint["prepare_time"]
-        run_dir.truncate_metrics(step)
-    else:
+
+@dataclass
+class _Tally:
+    """Where a run stands: steps done, the training scalars summed since the last evaluation
+    (``count`` updates), and the seconds spent preparing and training (training includes
+    preparation)."""
+
+    step: int = 0
+    sums: dict[str, Any] = field(default_factory=dict)
+    count: int = 0
+    train_time: float = 0.0
+    prepare_time: float = 0.0
+
+    def add(self, scalars: Mapping[str, torch.Tensor | float], seconds: float) -> None:
+        """Count one update's scalars (tensors stay on their device until an evaluation)."""
+        for key, value in scalars.items():
+            self.sums[key] = self.sums.get(key, 0.0) + (
+                value.detach() if torch.is_tensor(value) else value
+            )
+        self.count += 1
+        self.step += 1
+        self.train_time += seconds
+
+    def take_means(self) -> dict[str, float]:
+        """The scalars' means since the last evaluation; the sums start again."""
+        means = {k: float(v) / max(self.count, 1) for k, v in self.sums.items()}
+        self.sums, self.count = {}, 0
+        return means
+
+
+class _Training:
+    """One run's training as named steps: set up (:meth:`__init__`), resume from the checkpoint
+    or prepare the method, :meth:`loop` over updates with an :meth:`evaluate` every
+    ``eval_every`` steps and a :meth:`save` after each, and the :meth:`result`."""
+
+    def __init__(
+        self,
+        config: RunConfig,
+        run_dir: RunDir,
+        place: DataPlace,
+        device: torch.device,
+        data: LoadedData | None,
+    ) -> None:
+        self.config, self.run_dir, self.device = config, run_dir, device
+        self.family, self.splits, self.stream, self.method = _setup(config, place, device, data)
+        self.hp = hp = self.method.hp
+        self.checkpoint = run_dir.load_checkpoint()
+        self.fingerprint = self.family.fingerprint(config.ratio) if data is None else None
+        if self.fingerprint is not None:
+            _check_fingerprint(run_dir, self.checkpoint, self.fingerprint)
+        accelerate(self.method.modules(), hp, device)
+        self.amp = amp_dtype(hp.amp, device)
+        self.total_steps = self.method.env.total_steps
+        steps_per_epoch = self.stream.steps_per_epoch
+        self.eval_every = hp.eval_every or max(1, round(hp.eval_every_epochs * steps_per_epoch))
+        self.tracker = SelectionTracker()
+        self.iid, self.iid_note = iid_valid(self.splits.valid, config.ratio, config.seed)
+        if device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(device)
+        self.tally = _Tally()
+
+    def resume_or_prepare(self) -> None:
+        """Restore the checkpoint's state, or run the method's preparation stage (checkpointed
+        when it is expensive, so that a resume does not redo it)."""
+        checkpoint = self.checkpoint
+        if checkpoint is not None:
+            self.method.load_state_dict(checkpoint["method"])
+            self.tracker.load_state_dict(checkpoint["tracker"])
+            _set_rng_state(checkpoint["rng"])
+            self.tally = _Tally(
+                step=checkpoint["step"],
+                sums=checkpoint["loss_sums"],
+                count=checkpoint["loss_count"],
+                train_time=checkpoint["train_time"],
+                prepare_time=checkpoint["prepare_time"],
+            )
+            self.run_dir.truncate_metrics(self.tally.step)
+            return
         started = time.perf_counter()
-        method.train_mode()
-        method.prepare(splits)
+        self.method.train_mode()
+        self.method.prepare(self.splits)
         prepare_time = time.perf_counter() - started
-        step, sums, count, train_time = 0, {}, 0, prepare_time
+        self.tally = _Tally(train_time=prepare_time, prepare_time=prepare_time)
+        if prepare_time > 0.5:
+            self.save()
 
-    def save(at_step: int) -> None:
-        run_dir.save_checkpoint(
+    def loop(self, progress: Progress, should_stop: Callable[[int], bool]) -> None:
+        """Update until ``total_steps``: evaluate on the cadence, stop (after a checkpoint) when
+        ``should_stop`` says so."""
+        tally, hp = self.tally, self.hp
+        batches = self.stream.batches(start_step=tally.step)
+        nc_split = (
+            _limit(self.splits.train, hp.nc_limit, self.config.seed + 3) if hp.track_nc else None
+        )
+        self.method.train_mode()
+        while tally.step < self.total_steps:
+            tick = time.perf_counter()
+            with autocast(self.amp, self.device):
+                scalars = self.method.update(next(batches))
+            tally.add(scalars, time.perf_counter() - tick)
+            progress.advance(tally.step)
+            if tally.step % self.eval_every == 0 or tally.step == self.total_steps:
+                record = self.evaluate(nc_split)
+                progress.evaluated(record)
+            if tally.step < self.total_steps and should_stop(tally.step):
+                self.save()
+                raise Interrupted(
+                    f"{self.run_dir.run_id} stopped at step {tally.step}; rerun to resume"
+                )
+
+    def evaluate(self, nc_split: Any | None) -> dict[str, Any]:
+        """Evaluate at the current step: the metrics record (appended to metrics.jsonl), the
+        selection tracker, a checkpoint and the heartbeat. Diverged training raises
+        :class:`Diverged` instead."""
+        step, method, spec, device = self.tally.step, self.method, self.family.spec, self.device
+        train_means = self.tally.take_means()
+        if not all(math.isfinite(v) for v in train_means.values()):
+            raise Diverged(step, train_means)
+
+        def accuracy(split: Any) -> dict[str, Any]:
+            return evaluate_split(method.predict, split, spec, self.hp.eval_batch_size, device)
+
+        method.eval_mode()
+        with autocast(self.amp, device):
+            record = {
+                "step": step,
+                "epoch": step / self.stream.steps_per_epoch,
+                "train": train_means,
+                "valid": accuracy(self.splits.valid),
+                "test": accuracy(self.splits.test),
+                **({"valid_iid": accuracy(self.iid)} if self.iid is not None else {}),
+                "train_time_s": self.tally.train_time,
+            }
+            if nc_split is not None:
+                record["nc"] = _neural_collapse(
+                    method, nc_split, spec, self.hp.eval_batch_size, device
+                )
+        method.train_mode()
+        self.tracker.update(record)
+        self.run_dir.append_metrics(_finite(record))
+        self.save()
+        self.run_dir.heartbeat(step=step, total_steps=self.total_steps)
+        return record
+
+    def save(self) -> None:
+        """Checkpoint everything a resume needs to end where an uninterrupted run would."""
+        tally = self.tally
+        self.run_dir.save_checkpoint(
             {
-                "step": at_step,
-                "method": method.state_dict(),
-                "tracker": tracker.state_dict(),
+                "step": tally.step,
+                "method": self.method.state_dict(),
+                "tracker": self.tracker.state_dict(),
                 "rng": _rng_state(),
-                "loss_sums": {k: float(v) for k, v in sums.items()},
-                "loss_count": count,
-                "train_time": train_time,
-                "prepare_time": prepare_time,
-                "data_fingerprint": fingerprint,
+                "loss_sums": {k: float(v) for k, v in tally.sums.items()},
+                "loss_count": tally.count,
+                "train_time": tally.train_time,
+                "prepare_time": tally.prepare_time,
+                "data_fingerprint": self.fingerprint,
             }
         )
 
-    if checkpoint is None and prepare_time > 0.5:
-        save(0)  # an expensive preparation stage is not redone on resume
-    progress.start(run_dir.run_id, total_steps, step)
-    batches = stream.batches(start_step=step)
-    eval_bs = hp.eval_batch_size
-    nc_split = _limit(splits.train, hp.nc_limit, config.seed + 3) if hp.track_nc else None
-    method.train_mode()
-    while step < total_steps:
-        tick = time.perf_counter()
-        with autocast(amp, device):
-            scalars = method.update(next(batches))
-        for key, value in scalars.items():
-            sums[key] = sums.get(key, 0.0) + (value.detach() if torch.is_tensor(value) else value)
-        count += 1
-        step += 1
-        train_time += time.perf_counter() - tick
-        progress.advance(step)
-        if step % eval_every == 0 or step == total_steps:
-            train_means = {k: float(v) / max(count, 1) for k, v in sums.items()}
-            if not all(math.isfinite(v) for v in train_means.values()):
-                progress.close()
-                raise Diverged(step, train_means)
-            method.eval_mode()
-            with autocast(amp, device):
-                record = {
-                    "step": step,
-                    "epoch": step / stream.steps_per_epoch,
-                    "train": train_means,
-                    "valid": evaluate_split(method.predict, splits.valid, spec, eval_bs, device),
-                    "test": evaluate_split(method.predict, splits.test, spec, eval_bs, device),
-                    **(
-                        {"valid_iid": evaluate_split(method.predict, iid, spec, eval_bs, device)}
-                        if iid is not None
-                        else {}
-                    ),
-                    "train_time_s": train_time,
-                }
-                if nc_split is not None:
-                    record["nc"] = _neural_collapse(method, nc_split, spec, eval_bs, device)
-            method.train_mode()
-            sums, count = {}, 0
-            tracker.update(record)
-            run_dir.append_metrics(_finite(record))
-            save(step)
-            run_dir.heartbeat(step=step, total_steps=total_steps)
-            progress.evaluated(record)
-        if step < total_steps and should_stop(step):
-            save(step)
-            progress.close()
-            raise Interrupted(f"{run_dir.run_id} stopped at step {step}; rerun to resume")
-    progress.close()
-
-    result = {
-        "run_id": run_dir.run_id,
-        "method": config.method,
-        "dataset": config.dataset,
-        "ratio": config.ratio,
-        "seed": config.seed,
-        "protocol": config.protocol,
-        "preset": config.preset,
-        "selections": tracker.state_dict(),
-        "steps": total_steps,
-        "epochs": total_steps / stream.steps_per_epoch,
-        "train_size": len(splits.train),
-        "train_time_s": train_time,
-        "prepare_time_s": prepare_time,
-        "peak_memory_mb": _peak_memory_mb(device),
-        "device": str(device),
-        "data_version": family.version(),
-        "data_fingerprint": fingerprint,
-        "valid_iid": iid_note,  # how the in-distribution split was built, or why there is none
-        "code_version": __version__,
-        "finished": time.time(),
-    }
-    run_dir.write_result(result)
-    return result
+    def result(self) -> dict[str, Any]:
+        """What ``result.json`` holds."""
+        config, device, tally = self.config, self.device, self.tally
+        return {
+            "run_id": self.run_dir.run_id,
+            "method": config.method,
+            "dataset": config.dataset,
+            "ratio": config.ratio,
+            "seed": config.seed,
+            "protocol": config.protocol,
+            "preset": config.preset,
+            "selections": self.tracker.state_dict(),
+            "steps": self.total_steps,
+            "epochs": self.total_steps / self.stream.steps_per_epoch,
+            "train_size": len(self.splits.train),
+            "train_time_s": tally.train_time,
+            "prepare_time_s": tally.prepare_time,
+            "peak_memory_mb": _peak_memory_mb(device),
+            "device": str(device),
+            "data_version": self.family.version(),
+            "data_fingerprint": self.fingerprint,
+            "valid_iid": self.iid_note,  # how the in-distribution split was built, or why none
+            "code_version": __version__,
+            "finished": time.time(),
+        }

@@ -42,19 +42,17 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from debias_bench.data import DatasetSpec
 from debias_bench.errors import CorruptDataError
 from debias_bench.family import DataOption, PresetValues, ratio_dirname
 from debias_bench.registry import register_dataset
 
 from .cached import (
     CI_16PX,
-    CIFAR_MEAN,
-    CIFAR_STD,
     VALID_FRACTION,
     CachedImageFamily,
     conflicting_counts,
     partition_conflicting,
+    photo_spec,
     resolve_source,
     source_option,
 )
@@ -76,22 +74,7 @@ _FILE = re.compile(r"^(.+)_(\d+)$")
     kind="real",
 )
 class BAR(CachedImageFamily):
-    spec = DatasetSpec(
-        name="bar",
-        num_classes=6,
-        num_biases=6,
-        ratios=(1.0, 5.0),
-        image_size=(224, 224),
-        channels=3,
-        backbone="resnet18_pretrained",
-        test_kind="conflicting",
-        class_names=CLASS_NAMES,
-        bias_names=PLACES,
-        mean=CIFAR_MEAN,
-        std=CIFAR_STD,
-        crop_padding=4,
-        hflip=True,
-    )
+    spec = photo_spec("bar", CLASS_NAMES, PLACES, backbone="resnet18_pretrained")
     build_version = "1"
     source_kinds = ("release", "biasensemble")
     presets: ClassVar[Mapping[str, PresetValues]] = {

@@ -30,13 +30,13 @@ from typing import Any, ClassVar
 import numpy as np
 from PIL import Image
 
-from debias_bench.data import DatasetSpec, Splits
+from debias_bench.data import Splits
 from debias_bench.download import Download, DriveFile
 from debias_bench.errors import DataNotFoundError
 from debias_bench.family import PresetValues, fixture_root, ratio_dirname
 from debias_bench.registry import register_dataset
 
-from .cached import CI_16PX, CIFAR_MEAN, CIFAR_STD, CachedImageFamily
+from .cached import CI_16PX, CachedImageFamily, photo_spec
 from .folder_layout import (
     read_records,
     require_dir,
@@ -69,22 +69,7 @@ HOW_TO_GET = (
     kind="real",
 )
 class BiasedFFHQ(CachedImageFamily):
-    spec = DatasetSpec(
-        name="bffhq",
-        num_classes=2,
-        num_biases=2,
-        ratios=(0.5, 1.0, 2.0, 5.0),
-        image_size=(224, 224),
-        channels=3,
-        backbone="resnet18",
-        test_kind="conflicting",
-        class_names=("young", "old"),
-        bias_names=("female", "male"),
-        mean=CIFAR_MEAN,
-        std=CIFAR_STD,
-        crop_padding=4,
-        hflip=True,
-    )
+    spec = photo_spec("bffhq", ("young", "old"), ("female", "male"), ratios=(0.5, 1.0, 2.0, 5.0))
     build_version = "1"
     source_kinds = ("release", "fixture")
     reads_fixture_root = True

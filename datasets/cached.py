@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, ClassVar
 
+from debias_bench.data import DatasetSpec
 from debias_bench.errors import DataNotFoundError
 from debias_bench.family import DataOption, DatasetFamily, ratio_dirname
 
@@ -28,6 +29,33 @@ VALID_FRACTION = 0.2
 #: ``--preset ci`` on the image sets: read at 16 px by the paper's ResNet-20 (a few seconds a
 #: run on one CPU core)
 CI_16PX: dict[str, Any] = {"backbone": "resnet20", "batch_size": 32, "image_size": 16}
+
+
+def photo_spec(
+    name: str,
+    class_names: tuple[str, ...],
+    bias_names: tuple[str, ...],
+    ratios: tuple[float, ...] = (1.0, 5.0),
+    backbone: str = "resnet18",
+) -> DatasetSpec:
+    """The spec of a real photo set as the DisEnt / BiasEnsemble line trains on it: 224-px RGB,
+    the CIFAR normalisation, random crops (padding 4) and flips, a bias-conflicting test set."""
+    return DatasetSpec(
+        name=name,
+        num_classes=len(class_names),
+        num_biases=len(bias_names),
+        ratios=ratios,
+        image_size=(224, 224),
+        channels=3,
+        backbone=backbone,
+        test_kind="conflicting",
+        class_names=class_names,
+        bias_names=bias_names,
+        mean=CIFAR_MEAN,
+        std=CIFAR_STD,
+        crop_padding=4,
+        hflip=True,
+    )
 
 
 class CachedImageFamily(DatasetFamily):

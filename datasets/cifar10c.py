@@ -54,50 +54,39 @@ _STREAM_VALID, _STREAM_TRAIN, _STREAM_TEST, _STREAM_SPLIT = 1, 2, 3, 4
 CHUNK = 1000
 
 
-def _corrupt_chunk(
-    images: np.ndarray,
-    ids: np.ndarray,
-    biases: np.ndarray,
-    names: tuple[str, ...],
-    severity: int,
-    seed: int,
-    stream: int,
-) -> np.ndarray:
-    out = np.empty_like(images)
-    for k in range(len(images)):
-        rng = np.random.default_rng([seed, stream, int(ids[k]), int(biases[k])])
-        out[k] = corrupt(names[biases[k]], images[k], severity, rng)
-    return out
+@dataclasses.dataclass(frozen=True)
+class Corruption:
+    """How one stream of images is corrupted: image ``k`` gets corruption ``names[bias_k]`` at
+    ``severity``, its noise drawn from ``(seed, stream, id_k, bias_k)`` (the same image with
+    the same bias looks the same in every build, whatever the chunking)."""
+
+    names: tuple[str, ...]
+    severity: int
+    seed: int
+    stream: int
+
+    def __call__(self, images: np.ndarray, ids: np.ndarray, biases: np.ndarray) -> np.ndarray:
+        out = np.empty_like(images)
+        for k in range(len(images)):
+            rng = np.random.default_rng([self.seed, self.stream, int(ids[k]), int(biases[k])])
+            out[k] = corrupt(self.names[biases[k]], images[k], self.severity, rng)
+        return out
 
 
 def corrupt_many(
     images: np.ndarray,
     ids: np.ndarray,
     biases: np.ndarray,
-    names: tuple[str, ...],
-    severity: int,
-    seed: int,
-    stream: int,
+    corruption: Corruption,
     desc: str = "corrupting",
     n_jobs: int = 2,
 ) -> np.ndarray:
-    """Corrupt ``images[k]`` with corruption ``names[biases[k]]``, in parallel, with progress."""
+    """``corruption`` applied to ``images`` in chunks, in parallel, with progress."""
     out = np.empty_like(images)
     starts = range(0, len(images), CHUNK)
-    chunks = [
-        (
-            images[s : s + CHUNK],
-            ids[s : s + CHUNK],
-            biases[s : s + CHUNK],
-            names,
-            severity,
-            seed,
-            stream,
-        )
-        for s in starts
-    ]
+    chunks = [(images[s : s + CHUNK], ids[s : s + CHUNK], biases[s : s + CHUNK]) for s in starts]
     bar = progress_bar(total=len(images), desc=desc, unit="img")
-    for s, block in zip(starts, parallel_chunks(_corrupt_chunk, chunks, n_jobs), strict=True):
+    for s, block in zip(starts, parallel_chunks(corruption, chunks, n_jobs), strict=True):
         out[s : s + len(block)] = block
         bar.update(len(block))
     bar.close()
@@ -224,6 +213,9 @@ class CorruptedCIFAR10(ImportableFamily):
         shape = (self.spec.num_classes, self.spec.num_biases)
         return self.build_into(self.folder, force, self._build, self.params, shape)
 
+    def _corruption(self, stream: int) -> Corruption:
+        return Corruption(self.names, self.severity, self.data_seed, stream)
+
     def _build(self, staging: Path) -> None:
         """The shared valid and test splits and every ratio's training split, into ``staging``."""
         src = self._source()
@@ -261,10 +253,7 @@ class CorruptedCIFAR10(ImportableFamily):
             x[pairs[:, 0]],
             pairs[:, 0],
             pairs[:, 1],
-            self.names,
-            self.severity,
-            self.data_seed,
-            _STREAM_TRAIN,
+            self._corruption(_STREAM_TRAIN),
             desc="corrupting train",
             n_jobs=self.n_jobs,
         )
@@ -294,10 +283,7 @@ class CorruptedCIFAR10(ImportableFamily):
             x[rows],
             rows,
             biases,
-            self.names,
-            self.severity,
-            self.data_seed,
-            stream,
+            self._corruption(stream),
             desc=f"corrupting {name}",
             n_jobs=self.n_jobs,
         )

@@ -33,19 +33,17 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from debias_bench.data import DatasetSpec
 from debias_bench.errors import CorruptDataError
 from debias_bench.family import DataOption, PresetValues, ratio_dirname
 from debias_bench.registry import register_dataset
 
 from .cached import (
     CI_16PX,
-    CIFAR_MEAN,
-    CIFAR_STD,
     VALID_FRACTION,
     CachedImageFamily,
     conflicting_counts,
     partition_conflicting,
+    photo_spec,
     resolve_source,
     source_option,
 )
@@ -71,22 +69,7 @@ DARK, BRIGHT = 0, 1
     kind="real",
 )
 class DogsAndCats(CachedImageFamily):
-    spec = DatasetSpec(
-        name="dogs_and_cats",
-        num_classes=2,
-        num_biases=2,
-        ratios=(1.0, 5.0),
-        image_size=(224, 224),
-        channels=3,
-        backbone="resnet18",
-        test_kind="conflicting",
-        class_names=CLASSES,
-        bias_names=("dark", "bright"),
-        mean=CIFAR_MEAN,
-        std=CIFAR_STD,
-        crop_padding=4,
-        hflip=True,
-    )
+    spec = photo_spec("dogs_and_cats", CLASSES, ("dark", "bright"))
     build_version = "1"
     source_kinds = ("release", "biasensemble")
     presets: ClassVar[Mapping[str, PresetValues]] = {

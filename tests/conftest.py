@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
@@ -129,6 +132,20 @@ def assert_close_nested(a, b) -> None:
 
 
 # ------------------------------------------------------------------ `bench` on scripted runs
+def run_bench(
+    *args: str, env: Mapping[str, str], cwd: Path | None = None, timeout: float = 600
+) -> subprocess.CompletedProcess[str]:
+    """``bench ARGS`` in a new interpreter (this environment's package), output captured."""
+    return subprocess.run(
+        [sys.executable, "-m", "debias_bench.cli", *args],
+        capture_output=True,
+        text=True,
+        env=dict(env),
+        cwd=cwd,
+        timeout=timeout,
+    )
+
+
 def bench_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     """Environment of a `bench` process that finds the scripted dataset of
     ``test_launch_local`` (a plugin) and keeps its data under ``tmp_path``."""

@@ -8,18 +8,12 @@ import subprocess
 import sys
 
 import pytest
+from conftest import run_bench
 
 pytestmark = pytest.mark.realdata
 
 
-def bench(*args, env):
-    return subprocess.run(
-        [sys.executable, "-m", "debias_bench.cli", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-    )
+bench = run_bench
 
 
 @pytest.fixture

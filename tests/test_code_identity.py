@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from conftest import run_bench
 
 from debias_bench.provenance import normalized_code
 from debias_bench.store import RunStore
@@ -63,14 +63,7 @@ def _bench(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
         "BENCH_DATA_ROOT": str(tmp_path / "data"),
         "OMP_NUM_THREADS": "1",
     }
-    return subprocess.run(
-        [sys.executable, "-m", "debias_bench.cli", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=tmp_path / "plugin",
-    )
+    return run_bench(*args, env=env, cwd=tmp_path / "plugin", timeout=300)
 
 
 def test_a_run_of_changed_code_is_stale_and_retrained(tmp_path):

@@ -8,10 +8,10 @@ import json
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from conftest import run_bench
 
 pytestmark = [pytest.mark.slow, pytest.mark.realdata]  # two short runs in worker processes
 
@@ -26,14 +26,7 @@ def readme_file(name: str) -> str:
 
 
 def bench(*args: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "debias_bench.cli", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=cwd,
-        timeout=900,
-    )
+    return run_bench(*args, env=env, cwd=cwd, timeout=900)
 
 
 def test_the_readme_launcher_runs_as_printed(tmp_path, raw_root, data_root):

@@ -8,10 +8,10 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from conftest import run_bench
 
 pytestmark = pytest.mark.slow  # three short runs through local workers (a minute or two)
 
@@ -26,14 +26,7 @@ def readme_files() -> dict[str, str]:
 
 
 def bench(*args: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "debias_bench.cli", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=cwd,
-        timeout=900,
-    )
+    return run_bench(*args, env=env, cwd=cwd, timeout=900)
 
 
 def test_the_readme_plugins_run_as_printed(tmp_path):

@@ -9,10 +9,10 @@ import json
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from conftest import run_bench
 
 pytestmark = pytest.mark.slow  # two short real runs on a tiny raw source (half a minute)
 
@@ -29,14 +29,7 @@ def readme_file(name: str) -> str:
 
 
 def bench(*args: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "debias_bench.cli", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=cwd,
-        timeout=600,
-    )
+    return run_bench(*args, env=env, cwd=cwd, timeout=600)
 
 
 @pytest.fixture(scope="module")

@@ -17,12 +17,11 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
-from conftest import assert_close_nested
+from conftest import assert_close_nested, run_bench
 
 from debias_bench.cli import main
 from debias_bench.config import make_config
@@ -37,14 +36,7 @@ CI_GRID = [
 ]  # fmt: skip
 
 
-def bench(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "debias_bench.cli", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-    )
+bench = run_bench
 
 
 def snapshot(root: Path, *skip: str) -> dict[str, bytes]:

@@ -19,6 +19,8 @@ from debias_bench.errors import BenchError
 from debias_bench.figures import save_png_pdf
 from debias_bench.store import RunDir, RunStore
 
+from .common import command_with_verbs
+
 PANELS = (
     ("accuracy", "test accuracy (%)"),
     ("nc1", "NC1"),
@@ -139,8 +141,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
 
 def add(sub: argparse._SubParsersAction) -> None:
-    analyze = sub.add_parser("analyze", help="analyses of trained runs")
-    what = analyze.add_subparsers(dest="analysis", required=True)
+    what = command_with_verbs(sub, "analyze", "analyses of trained runs", dest="analysis")
     nc = what.add_parser("nc", help="accuracy and NC1-NC3 over training (paper Fig. 2)")
     nc.add_argument("runs", nargs="*", help="run directories")
     nc.add_argument("--out", help="a run store to take runs from (with the filters below)")

@@ -29,6 +29,15 @@ def fmt(value: float | None) -> str:
     return "" if value is None else f"{value:.2f}"
 
 
+def command_with_verbs(
+    sub: argparse._SubParsersAction, name: str, help: str, dest: str = "verb"
+) -> argparse._SubParsersAction:
+    """``bench NAME VERB ...``: a command whose first argument picks one of its verbs, each
+    added as a parser to what this returns (``dest`` names the verb in the usage error when
+    none is given)."""
+    return sub.add_parser(name, help=help).add_subparsers(dest=dest, required=True)
+
+
 def data_args(p: argparse.ArgumentParser) -> None:
     """--raw-root / --data-root, shared by the commands that touch data."""
     p.add_argument(

@@ -17,7 +17,7 @@ from debias_bench.errors import BenchError, ConfigError, CorruptDataError
 from debias_bench.family import build_lock, describe_dataset, fixture_root
 from debias_bench.registry import DATASETS
 
-from .common import data_args, floats
+from .common import command_with_verbs, data_args, floats
 
 if TYPE_CHECKING:  # the dataset modules are imported when a command needs them
     from debias_bench.data import DatasetSpec
@@ -230,8 +230,9 @@ def _option_arg(parser: argparse.ArgumentParser) -> None:
 
 
 def add(sub: argparse._SubParsersAction) -> None:
-    data = sub.add_parser("data", help="prepare, verify and describe datasets")
-    data_sub = data.add_subparsers(dest="data_command", required=True)
+    data_sub = command_with_verbs(
+        sub, "data", "prepare, verify and describe datasets", dest="data_command"
+    )
 
     prepare = data_sub.add_parser("prepare", help="build a dataset from its raw sources")
     prepare.add_argument("name", help="dataset name, comma list or 'all'")

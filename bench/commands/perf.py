@@ -176,27 +176,10 @@ def cmd_perf(args: argparse.Namespace) -> int:
     if args.track_overhead:
         return cmd_track_overhead(args)
     _check(args)
-    methods = METHODS.resolve(args.methods)
-    datasets = DATASETS.resolve(args.datasets)
     device = resolve_device(args.device)
     if device.type == "cuda" and device.index is None:
         device = torch.device("cuda", torch.cuda.current_device())
-    plugins, sys_path = plugins_for(RunConfig(m, d, 0.0, 0) for d in datasets for m in methods)
-    cells = plan_cells(
-        datasets,
-        methods,
-        args.repeats,
-        steps=args.steps,
-        warmup=args.warmup,
-        protocol=args.protocol,
-        device=str(device),
-        batch_size=args.batch_size,
-        threads=args.threads,
-        budget_s=args.budget or None,
-        min_time_s=args.min_time,
-        plugins=tuple(plugins),
-        sys_path=tuple(sys_path),
-    )
+    cells = _cells(args, device)
     where = describe_device(device, args.threads)
     print(f"bench perf: {len(cells)} cells on {where}, one process each", file=sys.stderr)
     note = _load_note(device, args.threads or torch.get_num_threads())
@@ -208,17 +191,7 @@ def cmd_perf(args: argparse.Namespace) -> int:
     )
     rows = summarise(measurements)
     comparison = harness_vs_bare(measurements)
-    timed = {
-        (r["dataset"], r["method"]): r["ms_per_step"]
-        for r in rows
-        if r["method"] != BARE and r["ms_per_step"]
-    }
-    projection = project(timed, args.protocol, PAPER_SEEDS, args.devices)
-    projection.notes += [
-        f"{r['dataset']} {r['method']}: not measured ({r['error']}), left out"
-        for r in rows
-        if r["method"] != BARE and not r["ms_per_step"] and r["error"]
-    ]
+    projection = _projection(rows, args)
     memory = next((m.memory for m in measurements if m.memory), "peak RSS")
 
     print(f"device: {where}; torch {torch.__version__}; protocol {args.protocol}")
@@ -233,6 +206,42 @@ def cmd_perf(args: argparse.Namespace) -> int:
         print(f"measurements written to {args.json}", file=sys.stderr)
     failed = [m for m in measurements if m.error and not m.error.startswith("skipped")]
     return 1 if failed else 0
+
+
+def _cells(args: argparse.Namespace, device: torch.device) -> list[Cell]:
+    """The cells ``bench perf`` measures: each method on each dataset, one process a cell."""
+    methods = METHODS.resolve(args.methods)
+    datasets = DATASETS.resolve(args.datasets)
+    plugins, sys_path = plugins_for(RunConfig(m, d, 0.0, 0) for d in datasets for m in methods)
+    return plan_cells(
+        datasets,
+        methods,
+        args.repeats,
+        steps=args.steps,
+        warmup=args.warmup,
+        protocol=args.protocol,
+        device=str(device),
+        batch_size=args.batch_size,
+        threads=args.threads,
+        budget_s=args.budget or None,
+        min_time_s=args.min_time,
+        plugins=tuple(plugins),
+        sys_path=tuple(sys_path),
+    )
+
+
+def _projection(rows: list[dict[str, Any]], args: argparse.Namespace) -> Projection:
+    """The paper grid's time projected from the measured rows (the bare loop aside); a cell
+    that could not be measured is left out with a note."""
+    measured = [r for r in rows if r["method"] != BARE]
+    timed = {(r["dataset"], r["method"]): r["ms_per_step"] for r in measured if r["ms_per_step"]}
+    projection = project(timed, args.protocol, PAPER_SEEDS, args.devices)
+    projection.notes += [
+        f"{r['dataset']} {r['method']}: not measured ({r['error']}), left out"
+        for r in measured
+        if not r["ms_per_step"] and r["error"]
+    ]
+    return projection
 
 
 def write_json(

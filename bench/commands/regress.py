@@ -27,7 +27,7 @@ from debias_bench.regress import (
     sweep_cells,
 )
 
-from .common import fmt, number
+from .common import command_with_verbs, fmt, number
 
 
 def render(comparison: Comparison, show_all: bool = False) -> str:
@@ -87,10 +87,9 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def add(sub: argparse._SubParsersAction) -> None:
-    regress = sub.add_parser(
-        "regress", help="record a sweep's metrics as a baseline, or check a sweep against one"
+    verbs = command_with_verbs(
+        sub, "regress", "record a sweep's metrics as a baseline, or check a sweep against one"
     )
-    verbs = regress.add_subparsers(dest="verb", required=True)
 
     rec = verbs.add_parser("record", help="store the metrics of a finished sweep as a baseline")
     rec.add_argument("--out", required=True, help="run store of the finished sweep")

@@ -9,6 +9,8 @@ import sys
 from debias_bench.preflight import check_store
 from debias_bench.tracking import TRACKERS, export_store, parse_specs
 
+from .common import command_with_verbs
+
 
 def cmd_export(args: argparse.Namespace) -> int:
     store = check_store(args.out)
@@ -26,8 +28,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def add(sub: argparse._SubParsersAction) -> None:
-    track = sub.add_parser("track", help="experiment trackers: send a run store to them")
-    verbs = track.add_subparsers(dest="verb", required=True)
+    verbs = command_with_verbs(sub, "track", "experiment trackers: send a run store to them")
     export = verbs.add_parser(
         "export", help="send every run of a store (idempotent: only what a target lacks)"
     )

@@ -267,6 +267,15 @@ def choose_winners(
     return chosen, finals, problems
 
 
+def _print_trials(cells: list[Cell], store: RunStore) -> None:
+    """``--dry-run``: every trial's runs, each done or to do."""
+    for cell in cells:
+        for trial, configs in cell.trials:
+            for c in configs:
+                state = RunState.DONE.value if store.run(c.run_id).is_done() else "todo"
+                print(f"{state}  {cell.label} trial {trial.index}: {trial.values}  {c.run_id}")
+
+
 def cmd_tune(args: argparse.Namespace) -> int:
     tune_seeds, seeds = ints(args.tune_seeds), ints(args.seeds)
     _check_seeds(tune_seeds, seeds)
@@ -274,16 +283,12 @@ def cmd_tune(args: argparse.Namespace) -> int:
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
     store = RunStore(Path(args.out))
+    if args.dry_run:
+        _print_trials(cells, store)
+        return 0
     trial_configs = list(
         {c.run_id: c for cell in cells for _, cs in cell.trials for c in cs}.values()
     )
-    if args.dry_run:
-        for cell in cells:
-            for trial, configs in cell.trials:
-                for c in configs:
-                    state = RunState.DONE.value if store.run(c.run_id).is_done() else "todo"
-                    print(f"{state}  {cell.label} trial {trial.index}: {trial.values}  {c.run_id}")
-        return 0
     print(
         f"search: {len(cells)} cell(s) x {args.trials} trial(s) x {len(tune_seeds)} seed(s)",
         file=sys.stderr,

@@ -22,7 +22,7 @@ from debias_bench.errors import BenchError
 from debias_bench.reporting.layout import method_name, reference_layout
 from debias_bench.store import RunDir, RunStore
 
-from .common import data_args
+from .common import command_with_verbs, data_args
 
 
 def find_vanilla(run: RunDir) -> RunDir:
@@ -101,8 +101,7 @@ def cmd_cam(args: argparse.Namespace) -> int:
 
 
 def add(sub: argparse._SubParsersAction) -> None:
-    viz = sub.add_parser("viz", help="visualisations of trained runs")
-    what = viz.add_subparsers(dest="visual", required=True)
+    what = command_with_verbs(sub, "viz", "visualisations of trained runs", dest="visual")
     cam = what.add_parser("cam", help="class activation maps on bias-conflicting test images")
     cam.add_argument("run", help="run directory of the method to show")
     cam.add_argument("--vanilla", help="run directory of the Vanilla reference")

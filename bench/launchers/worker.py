@@ -106,17 +106,7 @@ def run_job(job: WorkerJob, lifeline: Connection | None = None) -> int:
     threads = int(os.environ.get("BENCH_THREADS") or 0)
     if threads:
         torch.set_num_threads(threads)
-    stop: dict[str, int | None] = {"signal": None}
-
-    def on_signal(signum: int, _frame: Any) -> None:
-        stop["signal"] = signum
-
-    # SIGUSR2: SLURM's warning before the time limit (submitit's --signal)
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGUSR2):
-        signal.signal(sig, on_signal)
-    threading.Thread(target=_watch_parent, args=(stop,), daemon=True).start()
-    if lifeline is not None:
-        threading.Thread(target=_watch_lifeline, args=(lifeline, stop), daemon=True).start()
+    stop = _stop_requests(lifeline)
 
     config = RunConfig.from_json(job.config)
     print(f"worker {os.getpid()} on {socket.gethostname()}: {config.run_id}", file=sys.stderr)
@@ -147,10 +137,32 @@ def run_job(job: WorkerJob, lifeline: Connection | None = None) -> int:
     if outcome.state is RunState.FAILED and outcome.ran:  # the traceback, for the stderr tail
         print(outcome.run_dir.status().get("traceback_tail", ""), file=sys.stderr, end="")
     print(f"{config.run_id}: {outcome.state} {outcome.note}".rstrip(), file=sys.stderr)
-    if outcome.state is RunState.RUNNING:
+    return _exit_code(outcome.state, outcome.ran)
+
+
+def _stop_requests(lifeline: Connection | None) -> dict[str, int | None]:
+    """A cell whose ``"signal"`` becomes set when the run should checkpoint and stop: on a
+    signal (SIGUSR2: SLURM's warning before the time limit, submitit's --signal), when the
+    parent process dies, or when ``lifeline`` closes."""
+    stop: dict[str, int | None] = {"signal": None}
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        stop["signal"] = signum
+
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGUSR2):
+        signal.signal(sig, on_signal)
+    threading.Thread(target=_watch_parent, args=(stop,), daemon=True).start()
+    if lifeline is not None:
+        threading.Thread(target=_watch_lifeline, args=(lifeline, stop), daemon=True).start()
+    return stop
+
+
+def _exit_code(state: RunState, ran: bool) -> int:
+    """The worker's exit code for a run that ended in ``state`` (``ran``: it trained here)."""
+    if state is RunState.RUNNING:
         return EXIT_BUSY
-    if outcome.state is RunState.FAILED:
-        return EXIT_FAILED if outcome.ran else EXIT_NOT_RUN
+    if state is RunState.FAILED:
+        return EXIT_FAILED if ran else EXIT_NOT_RUN
     return 0
 
 

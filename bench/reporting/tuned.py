@@ -317,25 +317,9 @@ def cost_of_tuning(view: TunedView) -> Table | None:
             dev = ddone[ddone["device"] == device]
             spent = dev[dev["run_id"].isin(ours)]
             official = dev[~dev["run_id"].isin(searched)]
-            count, total, single = {}, {}, {}
+            single, count, total = {}, {}, {}
             for m in methods:
-                per_run = seed_stats(official.loc[official["method"] == m, "train_time_s"])[0]
-                times = spent.loc[spent["method"] == m, "train_time_s"].dropna()
-                count[m] = (
-                    Cell(mean=float(len(times)), digits=0)
-                    if len(times)
-                    else Cell(missing="not run")
-                )
-                total[m] = (
-                    Cell(mean=float(times.sum()), digits=1)
-                    if len(times)
-                    else Cell(missing="not run")
-                )
-                single[m] = (
-                    Cell(mean=per_run, digits=1) if per_run is not None else Cell(missing="not run")
-                )
-                if len(times) and per_run:
-                    total[m].ratio = float(times.sum()) / per_run
+                single[m], count[m], total[m] = _cost_cells(official, spent, m)
             for label, cells in (
                 ("official: time / run (s)", single),
                 ("tuning: runs (trials + reruns)", count),
@@ -361,6 +345,22 @@ def cost_of_tuning(view: TunedView) -> Table | None:
         display={},
         meta={"protocol": tuned.protocol, "preset": tuned.preset},
     )
+
+
+def _cost_cells(
+    official: pd.DataFrame, spent: pd.DataFrame, method: str
+) -> tuple[Cell, Cell, Cell]:
+    """One method's cost on one device: the mean train time of an official run, how many
+    tuning runs finished, and their summed time (its ratio: that sum in official runs)."""
+    per_run = seed_stats(official.loc[official["method"] == method, "train_time_s"])[0]
+    times = spent.loc[spent["method"] == method, "train_time_s"].dropna()
+    single = Cell(mean=per_run, digits=1) if per_run is not None else Cell(missing="not run")
+    if not len(times):
+        return single, Cell(missing="not run"), Cell(missing="not run")
+    total = Cell(mean=float(times.sum()), digits=1)
+    if per_run:
+        total.ratio = float(times.sum()) / per_run
+    return single, Cell(mean=float(len(times)), digits=0), total
 
 
 def tuned_tables(view: TunedView | None, opts: ReportOptions) -> list[Table]:
