@@ -36,6 +36,8 @@ from debias_bench.reproduction import (
 )
 from debias_bench.store import RunStore
 
+from .common import command_with_verbs
+
 DEFAULT_EXPLANATIONS = Path("results/reproduction/explanations.yaml")
 
 
@@ -227,10 +229,9 @@ def add_run(verbs: argparse._SubParsersAction) -> None:
 
 
 def add(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser(
-        "reproduce", help="train the paper's grid, export finished runs, compare with the paper"
+    verbs = command_with_verbs(
+        sub, "reproduce", "train the paper's grid, export finished runs, compare with the paper"
     )
-    verbs = parser.add_subparsers(dest="verb", required=True)
     add_run(verbs)
 
     export = verbs.add_parser("export", help="one CSV row per done run and selection")
