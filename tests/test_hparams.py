@@ -22,7 +22,13 @@ from debias_bench.hparams import (
 from debias_bench.methods.vanilla import Vanilla
 from debias_bench.registry import DATASETS, METHODS
 
-ALL_METHODS = METHODS.names()
+#: the built-in methods (a plugin method another test module registered in this worker has no
+#: YAML, hence no Colored MNIST entry to follow)
+ALL_METHODS = [
+    name
+    for name in METHODS.names()
+    if METHODS.get(name).__module__.startswith(Vanilla.__module__.rpartition(".")[0])
+]
 
 
 @pytest.mark.parametrize(
