@@ -43,34 +43,32 @@ register_table = TABLES.register
 ALL = "all"
 
 
-def _accuracy(table: TableLayout) -> TableBuilder:
+def _bound(
+    render: Callable[[pd.DataFrame, TableLayout, ReportOptions, PaperNumbers | None], list[Table]],
+    table: TableLayout,
+) -> TableBuilder:
+    """A builder that renders ``table``'s layout with ``render`` (accuracy or per-class)."""
+
     def build(
         records: pd.DataFrame, opts: ReportOptions, paper: PaperNumbers | None
     ) -> list[Table]:
-        return accuracy_tables(records, table, opts, paper)
-
-    return build
-
-
-def _per_class(table: TableLayout) -> TableBuilder:
-    def build(
-        records: pd.DataFrame, opts: ReportOptions, paper: PaperNumbers | None
-    ) -> list[Table]:
-        return classwise_tables(records, table, opts, paper)
+        return render(records, table, opts, paper)
 
     return build
 
 
 def _register_builtins(paper: PaperLayout) -> None:
     for table in paper.of_layout(ACCURACY):
-        register_table(table.id, display_name=table.heading(), in_all=True)(_accuracy(table))
+        builder = _bound(accuracy_tables, table)
+        register_table(table.id, display_name=table.heading(), in_all=True)(builder)
     register_table(
         OTHER.id, display_name="accuracy on the datasets outside the paper's tables", in_all=True
-    )(_accuracy(OTHER))
+    )(_bound(accuracy_tables, OTHER))
     for table in paper.of_layout(PER_CLASS):
         on = ", ".join(paper.datasets[d] for d in table.datasets)
         described = table.heading(f" on {on}")
-        register_table(table.id, display_name=described, in_all=True)(_per_class(table))
+        builder = _bound(classwise_tables, table)
+        register_table(table.id, display_name=described, in_all=True)(builder)
 
     @register_table(
         "cost",
