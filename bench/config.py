@@ -45,6 +45,7 @@ from debias_bench.dataset_facts import preset_data_options as preset_data_option
 from debias_bench.errors import ConfigError, UnknownNameError
 from debias_bench.hparams import ENGINE_HPARAMS, REQUIRED, SPEED_KEYS, HParam, declared, unknown_key
 from debias_bench.registry import DATASETS, METHODS
+from debias_bench.run_length import scale_to_run
 
 #: Engine-wide switches of each protocol; methods add their own under ``protocols:`` in YAML.
 PROTOCOLS: dict[str, dict[str, Any]] = {
@@ -233,6 +234,7 @@ def resolve_layers(
     if ratio is not None:
         layer(f"{method}.yaml datasets.{own}.ratios.{ratio:g}{via}", _by_ratio(per_ratio, ratio))
     layer(f"{method}.yaml protocols.{protocol}", (doc.get("protocols") or {}).get(protocol))
+    recipe, recipe_sources = dict(values), dict(sources)
     preset_keys = set(preset_values).union(*(values for _, values in dataset_preset))
     if "epochs" in preset_keys and "steps" not in preset_keys and values.get("steps") is not None:
         preset_values["steps"] = None  # a preset length replaces a YAML step count
@@ -246,6 +248,7 @@ def resolve_layers(
     layer("tuned", tuned)
     layer("--set", overrides)
     _check_required(table, values, f"{method} on {dataset}")
+    scale_to_run(table, values, sources, recipe, recipe_sources, dataset, ratio)
     return Resolution(values, sources, recipe=own if own != dataset else None)
 
 

@@ -11,11 +11,11 @@ presets, ``--set``, tuned files) when the grid is expanded, so a bad value is a 
 before any run exists, never a crash mid-sweep. A method reads the resolved values as typed
 attributes of its params (``self.hp.lr``), which mypy checks.
 
-Step counts that presets shorten (DisEnt's ``curr_step``, LfF+BE's ``committee_steps``) are
-set per preset in the method's YAML (``presets:``), not derived by a rule: the shipped values are
-not one rule (DisEnt's smoke swap starts at 5 of 20 steps, its ci one at 20 %, and only Colored
-MNIST's quick run is scaled; LfF+BE's committee is 125, 10 or 20 steps whatever the run's
-length), so a rule would change the ids of published runs.
+A declaration also says how ``bench tune`` searches the key (``search=``, see
+:mod:`debias_bench.search`) and whether it is a step count that keeps its share of the run when
+a preset shortens it (``run_share=True``, see :mod:`debias_bench.run_length`; DisEnt's swap
+start). A method's YAML gives the per-dataset values, and per-preset ones only where a stage
+should not follow the run's length (LfF+BE's committee).
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Self, Union, get_args, get_origin, get_type_hints
 
 from debias_bench.errors import ConfigError
+from debias_bench.search import Around, LogUniform, SearchSpace
 
 Kind = Literal["int", "float", "bool", "str", "ints"]
 
@@ -49,7 +50,11 @@ class HParam:
     its default it is left out of a run's id unless the method's YAML names it (see
     ``RunConfig.identity``), so those ids stay valid. ``timing``: the value a timing run
     (``bench perf``) sets, to keep a preparation stage short or switch a late phase on from the
-    first step (:data:`NO_TIMING`: the run's own value).
+    first step (:data:`NO_TIMING`: the run's own value). ``search``: the key's space for
+    ``bench tune`` (:mod:`debias_bench.search`; None: not searched unless the method's YAML
+    ``search:`` block names it). ``run_share``: a step count within the run, which keeps its
+    share of the run when a preset or ``--epochs`` changes the run's length
+    (:mod:`debias_bench.run_length`).
     """
 
     name: str
@@ -64,6 +69,8 @@ class HParam:
     nullable: bool = False
     late: bool = False
     timing: Any = NO_TIMING
+    search: SearchSpace | None = None
+    run_share: bool = False
 
     def allowed(self) -> tuple[Any, ...] | None:
         if self.choices_of is not None:
@@ -194,11 +201,25 @@ def hparam(
     choices_of: Callable[[], Iterable[str]] | None = None,
     late: bool = False,
     timing: Any = NO_TIMING,
+    search: SearchSpace | None = None,
+    run_share: bool = False,
 ) -> Any:
     """A hyperparameter declared as a field of a params class (:class:`HParam` says what each
     argument means; the name, kind and nullability come from the field)."""
     partial = HParam(
-        "", "str", default, doc, low, high, low_open, choices, choices_of, late=late, timing=timing
+        "",
+        "str",
+        default,
+        doc,
+        low,
+        high,
+        low_open,
+        choices,
+        choices_of,
+        late=late,
+        timing=timing,
+        search=search,
+        run_share=run_share,
     )
     return field(default=default, metadata={_DECLARATION: partial})
 
@@ -270,8 +291,13 @@ class EngineParams(Mapping[str, Any]):
         None, "hidden sizes of the mlp backbone (null: 100-100-100)", low=1, late=True
     )
     optimizer: str = hparam("adam", "optimiser", choices_of=_optimizers, late=True)
-    lr: float = hparam(1.0e-3, "learning rate", low=0, low_open=True, late=True)
-    weight_decay: float = hparam(0.0, "L2 weight decay", low=0, late=True)
+    # tuned a decade either side of each recipe's rate, at most 3e-2 (Adam diverges beyond)
+    lr: float = hparam(
+        1.0e-3, "learning rate", low=0, low_open=True, late=True, search=Around(10, cap=3e-2)
+    )
+    weight_decay: float = hparam(
+        0.0, "L2 weight decay", low=0, late=True, search=LogUniform(1e-6, 1e-3)
+    )
     momentum: float = hparam(0.9, "SGD momentum", low=0, high=1, late=True)
     lr_step_epochs: float | None = hparam(
         None, "StepLR period in epochs (null: constant lr)", low=0, low_open=True, late=True

@@ -1,11 +1,13 @@
 """Fair tuning: search spaces, per-key seeded sampling, selection on validation, ``tuned.yaml``.
 
-**Search spaces** live at the end of each method's YAML (``methods/<name>.yaml``)::
+**Search spaces** are declared with each key (``hparam(..., search=Uniform(0.5, 0.9))``, see
+:mod:`debias_bench.search`; the engine's ``lr`` is searched a decade either side of each
+recipe's value, ``weight_decay`` on 1e-6..1e-3). The ``search:`` block at the end of a method's
+YAML (``methods/<name>.yaml``) overrides them where the method or a dataset differs::
 
     search:
       defaults:                                   # every dataset
-        lr: {log_uniform: [1.0e-4, 1.0e-2]}
-        q: {uniform: [0.5, 0.9]}
+        weight_decay: {log_uniform: [1.0e-6, 1.0e-1]}
         committee_members: {int: [3, 7]}
         shortcut: {choice: [etf, onehot, random]}
       datasets:                                   # where a dataset differs
@@ -38,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from debias_bench.config import method_hparams, method_yaml
+from debias_bench.config import method_hparams, method_yaml, resolve_hparams
 from debias_bench.dataset_facts import dataset_recipe, valid_split
 from debias_bench.errors import ConfigError
 from debias_bench.hparams import HParam
@@ -100,30 +102,60 @@ def _distribution(key: str, spec: Any, param: HParam, where: str) -> BaseDistrib
     return FloatDistribution(low, high, log=name == "log_uniform")
 
 
-def search_space(method: str, dataset: str) -> dict[str, BaseDistribution]:
-    """The tunable keys of ``method`` on ``dataset`` and their distributions (sorted by key)."""
+def search_specs(method: str, dataset: str) -> dict[str, Any]:
+    """The searched keys of ``method`` on ``dataset`` in the YAML form
+    (``{log_uniform: [low, high]}``), sorted by key: each declaration's ``search``, then the YAML
+    ``search:`` block's ``defaults`` and its entry for the dataset (or its recipe); ``null`` there
+    drops a key."""
     block = method_yaml(method).get("search") or {}
     where = f"{method}.yaml search"
     if not isinstance(block, dict) or set(block) - {"defaults", "datasets"}:
         raise ConfigError(f"{where}: only defaults: and datasets: may be given")
     entries = block.get("datasets") or {}
     own = dataset if dataset in entries else dataset_recipe(dataset)
-    specs = dict(block.get("defaults") or {})
-    specs.update(entries.get(own) or {})
     table = method_hparams(method)
-    space = {}
-    for key, spec in sorted(specs.items()):
-        if spec is None:  # a dataset entry may drop a key of the defaults
-            continue
-        if key not in table:
-            raise ConfigError(f"{where}: no hyperparameter {key!r} in {method}")
-        space[key] = _distribution(key, spec, table[key], where)
+    specs = _declared_specs(method, dataset, table)
+    specs.update(block.get("defaults") or {})
+    specs.update(entries.get(own) or {})
+    unknown = sorted(key for key in specs if key not in table)
+    if unknown:
+        raise ConfigError(f"{where}: no hyperparameter {unknown[0]!r} in {method}")
+    return {key: spec for key, spec in sorted(specs.items()) if spec is not None}
+
+
+def search_space(method: str, dataset: str) -> dict[str, BaseDistribution]:
+    """The tunable keys of ``method`` on ``dataset`` and their distributions (sorted by key),
+    each checked against the key's declaration."""
+    table = method_hparams(method)
+    where = f"{method} on {dataset}, search"
+    space = {
+        key: _distribution(key, spec, table[key], where)
+        for key, spec in search_specs(method, dataset).items()
+    }
     if not space:
         raise ConfigError(
             f"{method} has no search space for {dataset}",
-            hint=f"add a search: block at the end of {method}.yaml",
+            hint=f"declare hparam(..., search=...) on its keys or add a search: block to "
+            f"{method}.yaml",
         )
     return space
+
+
+def _declared_specs(method: str, dataset: str, table: dict[str, HParam]) -> dict[str, Any]:
+    """The declarations' spaces as YAML-form specs; a relative one (``Around``) around the value
+    of the method's recipe on ``dataset``."""
+    searched = {key: param.search for key, param in table.items() if param.search is not None}
+    if not searched:
+        return {}
+    recipe = resolve_hparams(method, dataset)
+    specs = {}
+    for key, space in searched.items():
+        try:
+            specs[key] = space.spec(recipe.get(key))
+        except ConfigError as error:
+            where = f"{method} on {dataset}, search of {key}"
+            raise ConfigError(f"{where}: {error.message}", hint=error.hint) from None
+    return specs
 
 
 # ------------------------------------------------------------------------- sampling

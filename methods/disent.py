@@ -56,6 +56,7 @@ from debias_bench.data import Batch, DatasetSpec
 from debias_bench.hparams import REQUIRED, EngineParams, hparam
 from debias_bench.method import Method, TrainEnv
 from debias_bench.registry import register_method
+from debias_bench.search import LogUniform
 
 from .ema import SampleLossEMA, loss_ema, relative_difficulty
 from .losses import gce_q, generalized_ce
@@ -64,15 +65,24 @@ from .state import StepCounter
 
 @dataclass(frozen=True)
 class DisEntParams(EngineParams):
-    q: float = gce_q()
+    q: float = gce_q(searched=True)
     ema_alpha: float = loss_ema()
     # a timing run (``bench perf``) swaps from the first step: the steady state it measures
-    curr_step: int = hparam(REQUIRED, "feature swap after this step", low=0, timing=0)
-    lambda_dis_align: float = hparam(REQUIRED, "weight of the intrinsic CE", low=0)
-    lambda_swap_align: float = hparam(REQUIRED, "weight of the bias CE", low=0)
-    lambda_swap: float = hparam(REQUIRED, "weight of the swapped-feature losses", low=0)
+    # step counts: a shorter run (a preset, --epochs) keeps the recipe's share (20 % of 50k)
+    curr_step: int = hparam(
+        REQUIRED, "feature swap after this step", low=0, timing=0, run_share=True
+    )
+    lambda_dis_align: float = hparam(
+        REQUIRED, "weight of the intrinsic CE", low=0, search=LogUniform(0.5, 20.0)
+    )
+    lambda_swap_align: float = hparam(
+        REQUIRED, "weight of the bias CE", low=0, search=LogUniform(0.5, 20.0)
+    )
+    lambda_swap: float = hparam(
+        REQUIRED, "weight of the swapped-feature losses", low=0, search=LogUniform(0.05, 2.0)
+    )
     use_lr_decay: bool = hparam(REQUIRED, "StepLR every lr_decay_step by lr_gamma")
-    lr_decay_step: int = hparam(REQUIRED, "StepLR period in steps", low=1)
+    lr_decay_step: int = hparam(REQUIRED, "StepLR period in steps", low=1, run_share=True)
 
 
 class Branch(nn.Module):

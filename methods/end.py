@@ -65,6 +65,7 @@ from debias_bench.data import Batch, DatasetSpec
 from debias_bench.hparams import REQUIRED, EngineParams, hparam
 from debias_bench.method import Method, TrainEnv
 from debias_bench.registry import register_method
+from debias_bench.search import LogUniform
 
 
 def end_regularisers(
@@ -118,8 +119,15 @@ class NormalizedClassifier(nn.Module):
 
 @dataclass(frozen=True)
 class EnDParams(EngineParams):
-    alpha: float = hparam(REQUIRED, "weight of R_perp (same-bias pairs)", low=0)
-    beta: float = hparam(REQUIRED, "weight of R_par (same-class, other-bias pairs)", low=0)
+    alpha: float = hparam(
+        REQUIRED, "weight of R_perp (same-bias pairs)", low=0, search=LogUniform(0.1, 10.0)
+    )
+    beta: float = hparam(
+        REQUIRED,
+        "weight of R_par (same-class, other-bias pairs)",
+        low=0,
+        search=LogUniform(0.1, 10.0),
+    )
     par_pairs: str = hparam(REQUIRED, "R_par pair convention", choices=("official", "all"))
 
 

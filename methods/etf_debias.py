@@ -63,6 +63,7 @@ from debias_bench.data import Batch, DatasetSpec
 from debias_bench.hparams import REQUIRED, EngineParams, hparam
 from debias_bench.method import Method, TrainEnv
 from debias_bench.registry import register_method
+from debias_bench.search import Uniform
 
 
 def simplex_etf(dim: int, num_vertices: int, generator: torch.Generator) -> torch.Tensor:
@@ -96,7 +97,9 @@ class PrimeBank(nn.Module):
 
 @dataclass(frozen=True)
 class ETFDebiasParams(EngineParams):
-    alpha: float = hparam(REQUIRED, "weight of the prime reinforcement loss L_RE", low=0)
+    alpha: float = hparam(
+        REQUIRED, "weight of the prime reinforcement loss L_RE", low=0, search=Uniform(0.2, 1.0)
+    )
     prime: str = hparam(
         REQUIRED, "prime features: the simplex ETF or random (Fig. 3b)", choices=("etf", "random")
     )

@@ -54,6 +54,7 @@ from debias_bench.data import Batch, DatasetSpec, Splits
 from debias_bench.hparams import REQUIRED, EngineParams, hparam
 from debias_bench.method import TrainEnv
 from debias_bench.registry import register_method
+from debias_bench.search import LogUniform, Uniform
 
 from .vanilla import Vanilla
 
@@ -87,9 +88,15 @@ def updated_group_weights(
 @dataclass(frozen=True)
 class GroupDROParams(EngineParams):
     dro_step_size: float = hparam(
-        REQUIRED, "eta: step size of the group weights", low=0, low_open=True
+        REQUIRED,
+        "eta: step size of the group weights",
+        low=0,
+        low_open=True,
+        search=LogUniform(1e-3, 1e-1),
     )
-    dro_adjustment: float = hparam(REQUIRED, "C: generalisation adjustment C/sqrt(n_g)", low=0)
+    dro_adjustment: float = hparam(  # searched on 0..5 as the paper's grid [UNVERIFIED]
+        REQUIRED, "C: generalisation adjustment C/sqrt(n_g)", low=0, search=Uniform(0.0, 5.0)
+    )
 
 
 @register_method(

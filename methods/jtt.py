@@ -60,6 +60,7 @@ from debias_bench.hparams import REQUIRED, EngineParams, hparam
 from debias_bench.method import TrainEnv
 from debias_bench.metrics import predict_labels
 from debias_bench.registry import register_method
+from debias_bench.search import Choice
 
 from .biased import stage_steps, train_model
 from .common import make_classifier
@@ -77,9 +78,18 @@ def upsampling_weights(error_set: torch.Tensor, upweight: float) -> torch.Tensor
 @dataclass(frozen=True)
 class JTTParams(EngineParams):
     id_epochs: float = hparam(
-        REQUIRED, "T: epochs of the ERM identification model", low=0, low_open=True
+        REQUIRED,
+        "T: epochs of the ERM identification model",
+        low=0,
+        low_open=True,
+        search=Choice((1, 2, 5)),
     )
-    upweight: float = hparam(REQUIRED, "lambda_up: extra copies of each error-set sample", low=0)
+    upweight: float = hparam(  # searched on the official grid (generate_downstream.py)
+        REQUIRED,
+        "lambda_up: extra copies of each error-set sample",
+        low=0,
+        search=Choice((20, 50, 100)),
+    )
 
 
 @register_method(

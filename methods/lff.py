@@ -50,8 +50,8 @@ from .losses import gce_q, generalized_ce
 
 @dataclass(frozen=True)
 class LfFParams(EngineParams):
-    q: float = gce_q()
-    ema_alpha: float = loss_ema()
+    q: float = gce_q(searched=True)
+    ema_alpha: float = loss_ema(searched=True)
 
 
 @register_method(

@@ -57,6 +57,7 @@ from debias_bench.data import Batch, DatasetSpec, Splits
 from debias_bench.hparams import REQUIRED, hparam
 from debias_bench.method import TrainEnv
 from debias_bench.registry import register_method
+from debias_bench.search import Uniform
 
 from .biased import CommitteeConfig, agreement_mask, committee_probs
 from .common import make_classifier
@@ -74,7 +75,12 @@ class LfFBEParams(LfFParams):
     committee_agreement: int = hparam(REQUIRED, "votes that mark a sample aligned", low=1, timing=1)
     committee_steps: int = hparam(REQUIRED, "training steps of each member", low=1, timing=2)
     committee_threshold: float = hparam(
-        REQUIRED, "confidence p(y|x) of a vote", low=0, high=1, timing=0.0
+        REQUIRED,
+        "confidence p(y|x) of a vote",
+        low=0,
+        high=1,
+        timing=0.0,
+        search=Uniform(0.9, 0.999),
     )
     committee_valid_every: int = hparam(REQUIRED, "members' checkpoint cadence", low=1, timing=1)
 

@@ -75,6 +75,7 @@ from debias_bench.data import Batch, DatasetSpec, Split, Splits, TrainStream, ev
 from debias_bench.hparams import REQUIRED, EngineParams, hparam
 from debias_bench.method import TrainEnv
 from debias_bench.registry import register_method
+from debias_bench.search import Choice
 
 from .biased import stage_steps, train_model
 from .common import Classifier, make_classifier
@@ -125,11 +126,16 @@ def gradient_norms(
 
 @dataclass(frozen=True)
 class PGDParams(EngineParams):
-    q: float = gce_q()
+    q: float = gce_q(searched=True)
     bias_epochs: float | None = hparam(
         REQUIRED, "epochs of the biased model (null: as long as the main run)", low=0, low_open=True
     )
-    grad_norm: str = hparam(REQUIRED, "s: norm of the per-sample gradient", choices=tuple(NORMS))
+    grad_norm: str = hparam(  # searched: the paper's norm ablation
+        REQUIRED,
+        "s: norm of the per-sample gradient",
+        choices=tuple(NORMS),
+        search=Choice(tuple(NORMS)),
+    )
     grad_power: float = hparam(REQUIRED, "r: sampling weight = norm^r", low=0, low_open=True)
     init_from_biased: bool = hparam(
         REQUIRED, "start the debiased model from the biased model's weights"

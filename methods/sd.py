@@ -54,6 +54,7 @@ from debias_bench.data import Batch, DatasetSpec
 from debias_bench.hparams import REQUIRED, EngineParams, hparam
 from debias_bench.method import Method, TrainEnv
 from debias_bench.registry import register_method
+from debias_bench.search import Choice, LogUniform
 
 from .etf_debias import PrimeBank, random_primes, simplex_etf
 
@@ -71,9 +72,18 @@ SHORTCUTS = {"onehot": onehot_shortcuts, "etf": simplex_etf, "random": random_pr
 @dataclass(frozen=True)
 class SDParams(EngineParams):
     shortcut: str = hparam(
-        REQUIRED, "fixed vector per bias class", choices=("etf", "onehot", "random")
+        REQUIRED,
+        "fixed vector per bias class",
+        choices=("etf", "onehot", "random"),
+        search=Choice(("etf", "onehot", "random")),
     )
-    shortcut_scale: float = hparam(REQUIRED, "norm of each shortcut vector", low=0, low_open=True)
+    shortcut_scale: float = hparam(
+        REQUIRED,
+        "norm of each shortcut vector",
+        low=0,
+        low_open=True,
+        search=LogUniform(1.0, 100.0),
+    )
 
 
 @register_method(

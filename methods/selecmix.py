@@ -67,6 +67,7 @@ from debias_bench.hparams import REQUIRED, EngineParams, hparam
 from debias_bench.method import Method, TrainEnv
 from debias_bench.optim import OptimizerSettings
 from debias_bench.registry import register_method
+from debias_bench.search import Around, LogUniform, Uniform
 
 from .common import make_classifier
 from .contrastive import contradicting_partners, gsc_loss, make_embedding_model, selective_mixup
@@ -121,12 +122,22 @@ class SelecMixParams(EngineParams):
     aux_mlp_hidden: tuple[int, ...] | None = hparam(
         REQUIRED, "hidden sizes of an mlp auxiliary", low=1
     )
-    tau: float = hparam(REQUIRED, "GSC temperature", low=0, low_open=True)
-    gsc_q: float | None = hparam(REQUIRED, "GSC q (null: plain SupCon)", low=0, high=1)
+    tau: float = hparam(
+        REQUIRED, "GSC temperature", low=0, low_open=True, search=LogUniform(0.05, 0.5)
+    )
+    gsc_q: float | None = hparam(
+        REQUIRED, "GSC q (null: plain SupCon)", low=0, high=1, search=Uniform(0.5, 0.9)
+    )
     proj_optimizer: str = hparam(
         REQUIRED, "optimiser of the auxiliary model", choices=("adam", "adamw", "sgd")
     )
-    proj_lr: float = hparam(REQUIRED, "learning rate of the auxiliary model", low=0, low_open=True)
+    proj_lr: float = hparam(  # a decade either side; up to 1 for the 224-px sets' SGD
+        REQUIRED,
+        "learning rate of the auxiliary model",
+        low=0,
+        low_open=True,
+        search=Around(10, cap=1.0),
+    )
     proj_weight_decay: float = hparam(REQUIRED, "weight decay of the auxiliary model", low=0)
     proj_momentum: float = hparam(REQUIRED, "SGD momentum of the auxiliary model", low=0, high=1)
 

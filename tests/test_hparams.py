@@ -166,12 +166,17 @@ def test_bench_config_prints_every_value_with_its_layer(capsys):
     assert main(["config", "lff", "cmnist", "--ratio", "5", "--set", "lr=2e-3"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("# lff on cmnist at 5 %, protocol official, preset paper")
-    table = {line.split()[0]: line for line in lines[1:]}
+    table = {line.split()[0]: line for line in lines[1:] if not line.startswith("#")}
     assert table["lr"].split()[1:] == ["0.002", "--set"]
     assert table["input_div255"].split()[1:] == ["true", "protocol", "official"]
     assert table["q"].split()[1:] == ["0.7", "lff.yaml", "defaults"]
     assert table["epochs"].split()[1:] == ["100", "lff.yaml", "datasets.cmnist"]
     assert set(table) == set(resolve_layers("lff", "cmnist", ratio=5).values)
+    # the declared search spaces; lr's is around the recipe's 1e-3, whatever --set gives
+    assert lines[-1] == (
+        "# bench tune searches: ema_alpha uniform 0.5..0.9, lr log_uniform 0.0001..0.01, "
+        "q uniform 0.5..0.9, weight_decay log_uniform 1e-06..0.001"
+    )
 
 
 # --------------------------------------------------------------------------- typed params

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 import yaml
+from conftest import run_bench
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 
 from debias_bench import tune as tuning
@@ -18,6 +20,7 @@ from debias_bench.provenance import config_json
 from debias_bench.registry import DATASETS, METHODS
 from debias_bench.reporting import load_records
 from debias_bench.reporting.tuned import TunedView, split_tuned, tuned_table
+from debias_bench.search import Around
 from debias_bench.states import FailReason, RunState
 from debias_bench.store import RunStore
 from debias_bench.tune import (
@@ -125,6 +128,69 @@ def test_dataset_entries_override_and_drop_keys(monkeypatch):
     block["search"]["defaults"]["nope"] = {"uniform": [0, 1]}
     with pytest.raises(ConfigError, match="nope"):
         search_space("vanilla", "cmnist")
+
+
+def _bounds(dist) -> tuple[float, float]:
+    return dist.low, dist.high
+
+
+def test_declared_spaces_follow_each_recipe_and_the_yaml_overrides_them():
+    """lr is declared a decade either side of the recipe's value, at most 3e-2: each dataset's
+    space follows its recipe without a YAML entry; SelecMix's YAML narrows Colored MNIST's."""
+    assert _bounds(search_space("lff", "bar")["lr"]) == (1e-6, 1e-4)  # recipe 1e-5
+    assert _bounds(search_space("lff", "cmnist")["lr"]) == (1e-4, 1e-2)  # recipe 1e-3
+    assert _bounds(search_space("disent", "cmnist")["lr"]) == (1e-3, 3e-2)  # 1e-2, capped
+    assert _bounds(search_space("selecmix", "cmnist")["lr"]) == (5e-4, 2e-2)  # selecmix.yaml
+    assert _bounds(search_space("groupdro", "cmnist")["weight_decay"]) == (1e-6, 1e-1)  # yaml
+    assert _bounds(search_space("vanilla", "cmnist")["weight_decay"]) == (1e-6, 1e-3)  # declared
+    # q and the loss EMA are searched in LfF's family as declared, not in SelecMix's
+    assert {"q", "ema_alpha"} <= set(search_space("lff_be", "cmnist"))
+    assert not {"q", "ema_alpha"} & set(search_space("selecmix", "cmnist"))
+
+
+def test_around_is_relative_and_needs_a_positive_value():
+    assert Around(10, cap=3e-2).spec(1e-2) == {"log_uniform": [1e-3, 3e-2]}
+    assert Around(10).spec(1e-3) == {
+        "log_uniform": [1e-4, 1e-2]
+    }  # exact bounds
+    with pytest.raises(ConfigError, match="positive"):
+        Around().spec(0.0)
+
+
+PLUGIN = """
+from dataclasses import dataclass
+
+from debias_bench.hparams import EngineParams, hparam
+from debias_bench.methods.vanilla import Vanilla
+from debias_bench.registry import register_method
+from debias_bench.search import IntRange
+
+
+@dataclass(frozen=True)
+class WideParams(EngineParams):
+    width: int = hparam(2, "a width", low=1, search=IntRange(1, 4))
+
+
+@register_method("wide", display_name="Wide", citation="-", needs_bias_labels=False, cost="1")
+class Wide(Vanilla):
+    Params = WideParams
+"""
+
+
+def test_a_plugin_declares_its_space_on_its_fields_and_its_yaml_drops_a_key(tmp_path):
+    """A path plugin's declared space reaches `bench config`'s search line; a YAML beside it
+    with `null` leaves a key out on one dataset."""
+    (tmp_path / "wide.py").write_text(PLUGIN)
+    env = {**os.environ, "BENCH_PLUGINS": "./wide.py"}
+    shown = run_bench("config", "wide", "cmnist", env=env, cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.splitlines()[-1] == (
+        "# bench tune searches: lr log_uniform 0.0001..0.01, "
+        "weight_decay log_uniform 1e-06..0.001, width int 1..4"
+    )
+    (tmp_path / "wide.yaml").write_text("search:\n  datasets:\n    cmnist: {width: null}\n")
+    shown = run_bench("config", "wide", "cmnist", env=env, cwd=tmp_path)
+    assert "width" not in shown.stdout.splitlines()[-1], shown.stdout
 
 
 # ------------------------------------------------------------------------- selection

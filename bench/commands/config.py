@@ -15,6 +15,7 @@ from debias_bench.config import (
 )
 from debias_bench.hparams import SPEED_KEYS
 from debias_bench.registry import DATASETS, METHODS
+from debias_bench.tune import search_space, search_specs
 
 
 def _value(value: object) -> str:
@@ -59,7 +60,20 @@ def cmd_config(args: argparse.Namespace) -> int:
     width_value = max(len(r[1]) for r in rows)
     for key, value, source in rows:
         print(f"{key:<{width_key}}  {value:<{width_value}}  {source}")
+    searched = search_specs(method[0], dataset[0])
+    if searched:
+        search_space(method[0], dataset[0])  # each checked against its declaration
+        spaces = ", ".join(f"{key} {_space(spec)}" for key, spec in searched.items())
+        print(f"# bench tune searches: {spaces}")
     return 0
+
+
+def _space(spec: dict[str, list[object]]) -> str:
+    """``log_uniform 1e-05..0.001``, ``choice etf|onehot|random``."""
+    ((name, args),) = spec.items()
+    if name == "choice":
+        return f"choice {'|'.join(map(str, args))}"
+    return f"{name} {args[0]:g}..{args[1]:g}" if len(args) == 2 else f"{name} {args}"
 
 
 def add(sub: argparse._SubParsersAction) -> None:
