@@ -225,8 +225,13 @@ def resolve_layers(
             values[key] = table[key].parse(value, f"{method} on {dataset}, {source}")
             sources[key] = source
 
-    defaults = {p.name: p.default for p in table.values() if p.default is not REQUIRED}
-    layer("engine default", defaults)
+    engine = {p.name: p for p in ENGINE_HPARAMS}
+    defaults = {k: p.default for k, p in table.items() if p.default is not REQUIRED}
+    layer("engine default", {k: v for k, v in defaults.items() if table[k] is engine.get(k)})
+    layer(
+        f"{method} declaration",
+        {k: v for k, v in defaults.items() if table[k] is not engine.get(k)},
+    )
     layer(f"dataset {dataset} (default backbone)", {"backbone": spec.backbone})
     layer(f"protocol {protocol}", _check(protocol, PROTOCOLS, "protocol"))
     layer(f"{method}.yaml defaults", doc.get("defaults"))

@@ -11,13 +11,12 @@ committee: 5 x 1,000 steps plus scoring), dataset builds and process start-up.
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from debias_bench.config import resolve_hparams
-from debias_bench.dataset_facts import train_size
 from debias_bench.registry import DATASETS
+from debias_bench.run_length import steps_of
 
 #: the paper grid's seeds per (method, dataset, ratio)
 PAPER_SEEDS = 3
@@ -25,13 +24,9 @@ PAPER_SEEDS = 3
 
 def run_steps(method: str, dataset: str, ratio: float, protocol: str = "official") -> int | None:
     """Training steps of one paper-configuration run (None: training-set size unknown)."""
-    hp = resolve_hparams(method, dataset, protocol, "paper", ratio=ratio)
-    if hp.get("steps"):
-        return int(hp["steps"])
-    size = train_size(dataset, ratio)
-    if size is None:
-        return None
-    return int(hp["epochs"]) * math.ceil(size / int(hp["batch_size"]))
+    return steps_of(
+        resolve_hparams(method, dataset, protocol, "paper", ratio=ratio), dataset, ratio
+    )
 
 
 @dataclass

@@ -21,7 +21,7 @@ from debias_bench.hparams import HParam
 from debias_bench.registry import DATASETS
 
 
-def run_steps(values: Mapping[str, Any], dataset: str, ratio: float | None) -> int | None:
+def steps_of(values: Mapping[str, Any], dataset: str, ratio: float | None) -> int | None:
     """Training steps of a run with these resolved values: ``steps`` when set, else ``epochs x
     ceil(training set / batch size)``, the training set being the dataset's declared size
     (``DatasetFamily.train_sizes``; at its first ratio when none is given) cut to
@@ -74,7 +74,7 @@ def _lengths(
 ) -> tuple[float, float]:
     """The recipe's and the run's lengths in steps; in epochs where both are counted in epochs
     of the same batches and the dataset declares no size."""
-    before, after = run_steps(recipe, dataset, ratio), run_steps(values, dataset, ratio)
+    before, after = steps_of(recipe, dataset, ratio), steps_of(values, dataset, ratio)
     if before is not None and after is not None:
         return before, after
     same_batches = (

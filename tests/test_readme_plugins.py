@@ -1,7 +1,7 @@
 """The README's "Adding a method" and "Adding a dataset" plugins, exactly as printed, run end to
 end from a folder outside the repository through ``BENCH_PLUGINS`` (paths, no PYTHONPATH): the
 label-smoothing method, the JTT-like one with its YAML (preparation pass, per-sample weights,
-step counts per preset) and the Colored Fashion-MNIST dataset."""
+a step count that keeps its share of a preset's run) and the Colored Fashion-MNIST dataset."""
 
 from __future__ import annotations
 
@@ -55,13 +55,16 @@ def test_the_readme_plugins_run_as_printed(tmp_path):
     assert "lff.yaml datasets.cmnist (recipe of cfashion)" in shown.stdout
     shown = bench("config", "my_method", "cfashion", "--set", "smoothing=0.2", env=env, cwd=home)
     assert re.search(r"^smoothing\s+0.2\s+--set$", shown.stdout, re.MULTILINE), shown.stdout
-    # the JTT-like method's step count, per preset from the YAML beside it (via the recipe)
+    # the JTT-like method's step count: its share of the shorter run, or the YAML's preset value
     shown = bench("config", "my_jtt", "cfashion", "--preset", "ci", env=env, cwd=home)
     assert shown.returncode == 0, shown.stderr
-    source = r"my_jtt\.yaml datasets\.cmnist\.presets\.ci \(recipe of cfashion\)"
-    assert re.search(rf"^id_steps\s+48\s+{source}$", shown.stdout, re.MULTILINE), shown.stdout
+    source = r"my_jtt declaration, scaled to the run \(240 of 21100 steps\)"
+    assert re.search(rf"^id_steps\s+11\s+{source}$", shown.stdout, re.MULTILINE), shown.stdout
+    shown = bench("config", "my_jtt", "cfashion", "--preset", "smoke", env=env, cwd=home)
+    assert re.search(r"^id_steps\s+10\s+my_jtt\.yaml presets\.smoke$", shown.stdout, re.M)
     shown = bench("config", "my_jtt", "cfashion", "--preset", "paper", env=env, cwd=home)
-    assert re.search(r"^id_steps\s+1000\s", shown.stdout, re.MULTILINE), shown.stdout
+    assert re.search(r"^id_steps\s+1000\s+my_jtt declaration$", shown.stdout, re.M), shown.stdout
+    assert "upweight choice 20.0|50.0|100.0" in shown.stdout.splitlines()[-1]
 
     # the README's run, on the ci preset to keep it short, through worker processes
     out = tmp_path / "runs"

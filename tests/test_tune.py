@@ -150,9 +150,7 @@ def test_declared_spaces_follow_each_recipe_and_the_yaml_overrides_them():
 
 def test_around_is_relative_and_needs_a_positive_value():
     assert Around(10, cap=3e-2).spec(1e-2) == {"log_uniform": [1e-3, 3e-2]}
-    assert Around(10).spec(1e-3) == {
-        "log_uniform": [1e-4, 1e-2]
-    }  # exact bounds
+    assert Around(10).spec(1e-3) == {"log_uniform": [1e-4, 1e-2]}  # exact bounds
     with pytest.raises(ConfigError, match="positive"):
         Around().spec(0.0)
 
