@@ -3,7 +3,7 @@
 Hyperparameters of a run are resolved in this order, later layers winning (``bench config
 METHOD DATASET`` prints every value with its layer):
 
-1. declared defaults (``debias_bench.hparams``: the engine's keys and the method's ``HPARAMS``)
+1. declared defaults (``debias_bench.hparams``: the engine's keys and the method's params)
    and the dataset's default backbone;
 2. the protocol's engine-wide switches (``PROTOCOLS``);
 3. the method's YAML: ``defaults``, then ``datasets.<dataset>`` (or, for a dataset registered
@@ -12,11 +12,13 @@ METHOD DATASET`` prints every value with its layer):
 4. the preset: its engine-wide values (``PRESETS``), then what the dataset's family declares
    for it (``DatasetFamily.presets``: its recipe's values, then its own; see
    ``debias_bench.dataset_facts``), then the method's own adjustments to it:
-   ``presets.<preset>`` and ``datasets.<dataset>.presets.<preset>`` in its YAML (e.g. DisEnt's
-   swap start, which is a step count, scaled to a short run);
+   ``presets.<preset>`` and ``datasets.<dataset>.presets.<preset>`` in its YAML (e.g. LfF+BE's
+   committee, which keeps its length in a short run);
 5. ``--epochs``;
 6. tuned values (``bench run --hparams tuned.yaml``);
-7. ``--set key=value`` overrides.
+7. ``--set key=value`` overrides;
+8. a step count declared ``run_share`` whose value still comes from 1-3 takes the same share of
+   the run's length as of the recipe's (``debias_bench.run_length``; DisEnt's swap start).
 
 Every value is parsed and checked against its declaration at every layer, so a typo or an
 out-of-range value is an error before any run exists.
