@@ -12,7 +12,6 @@ import pandas as pd
 
 from debias_bench.reporting.captions import caption, note_on_test_sets, ratio_label
 from debias_bench.reporting.compare import paper_accuracy_row, paper_rows
-from debias_bench.reporting.grouping import check_cells
 from debias_bench.reporting.layout import (
     TableLayout,
     bias_marker,
@@ -28,8 +27,7 @@ from debias_bench.reporting.paper import PaperNumbers
 from debias_bench.reporting.runs import (
     SeedCells,
     block_meta,
-    block_where,
-    blocks,
+    checked_blocks,
     finished,
     run_table,
     unfinished_notes,
@@ -48,13 +46,10 @@ def accuracy_tables(
     """``table``'s datasets (those :func:`~debias_bench.reporting.layout.table_of` sends to it),
     one table per (protocol, preset)."""
     runs = run_table(records)
+    runs = runs[runs["dataset"].map(table_of) == table.id]
     done = finished(records, opts)
     tables = []
-    for protocol, preset, block in blocks(runs):
-        block = block[block["dataset"].map(table_of) == table.id]
-        if block.empty:
-            continue
-        check_cells(block, KEYS, block_where(protocol, preset))
+    for protocol, preset, block in checked_blocks(runs, KEYS):
         rows, datasets, methods, max_n = _rows(block, done, opts, paper)
         metric = opts.metric.replace("_", " ")
         what = (

@@ -12,7 +12,6 @@ import pandas as pd
 
 from debias_bench.reporting.captions import caption, note_on_test_sets, ratio_label
 from debias_bench.reporting.compare import paper_per_class, paper_rows
-from debias_bench.reporting.grouping import check_cells
 from debias_bench.reporting.layout import (
     TableLayout,
     bias_marker,
@@ -29,8 +28,7 @@ from debias_bench.reporting.paper import PaperNumbers
 from debias_bench.reporting.runs import (
     SeedCells,
     block_meta,
-    block_where,
-    blocks,
+    checked_blocks,
     finished,
     run_table,
     unfinished_notes,
@@ -92,8 +90,7 @@ def classwise_tables(
     runs = runs[runs["dataset"] == dataset]
     done = finished(records, opts)
     tables = []
-    for protocol, preset, block in blocks(runs):
-        check_cells(block, ["dataset", "ratio", "method"], block_where(protocol, preset))
+    for protocol, preset, block in checked_blocks(runs, ["dataset", "ratio", "method"]):
         bdone = done[done["run_id"].isin(block["run_id"])]
         per_class = _per_class_frame(bdone)
         spec = dataset_spec(dataset)

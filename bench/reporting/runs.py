@@ -13,6 +13,7 @@ from typing import Any
 
 import pandas as pd
 
+from debias_bench.reporting.grouping import check_cells
 from debias_bench.reporting.model import Cell
 from debias_bench.reporting.options import ReportOptions
 from debias_bench.reporting.stats import seed_stats, value_cell
@@ -41,6 +42,14 @@ def blocks(runs: pd.DataFrame) -> Iterator[tuple[str, str, pd.DataFrame]]:
     """(protocol, preset, runs) groups: numbers from different protocols never mix."""
     for (protocol, preset), block in runs.groupby(["protocol", "preset"], sort=True):
         yield str(protocol), str(preset), block
+
+
+def checked_blocks(runs: pd.DataFrame, keys: list[str]) -> Iterator[tuple[str, str, pd.DataFrame]]:
+    """:func:`blocks`, each checked to hold one configuration per cell of ``keys``, so that a
+    cell averages seeds only (:func:`~debias_bench.reporting.grouping.check_cells`)."""
+    for protocol, preset, block in blocks(runs):
+        check_cells(block, keys, block_where(protocol, preset))
+        yield protocol, preset, block
 
 
 def _groups(frame: pd.DataFrame, keys: list[str]) -> Iterator[tuple[Any, pd.DataFrame]]:
