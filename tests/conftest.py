@@ -130,17 +130,20 @@ def _snapshot() -> Snapshot:
 
 def _restore(before: Snapshot, since: set[str]) -> list[str]:
     """Put every registry back as ``before`` (order kept); returns what differed, as
-    ``"kind name"``. A module imported since ``before`` (names in ``since``) that registered a
-    removed entry is dropped from ``sys.modules`` too, so that importing it again (a plugin
+    ``"kind name"``. A module imported since ``before`` (names in ``since``) that registered an
+    entry taken out is dropped from ``sys.modules`` too, so that importing it again (a plugin
     named in ``BENCH_PLUGINS``) registers its entries again."""
     changed = []
     for registry, entries in zip(REGISTRIES, before, strict=True):
         now = registry._entries
-        for name in now.keys() ^ entries.keys():
-            changed.append(f"{registry.kind} {name!r}")
-            module = getattr(now.get(name, entries.get(name)).obj, "__module__", None)
+        for name in now.keys() | entries.keys():
+            entry = now.get(name)
+            if entry is entries.get(name):
+                continue
+            changed.append(f"{registry.kind} {name!r}")  # added, removed or replaced
+            module = getattr(entry and entry.obj, "__module__", None)
             if module in since:
-                del sys.modules[module]
+                sys.modules.pop(module, None)
                 plugins._FROM_PATH.pop(module, None)
         now.clear()
         now.update(entries)
