@@ -36,6 +36,7 @@ from debias_bench.errors import BenchError, CorruptDataError
 from debias_bench.jsonio import read_json, write_json
 from debias_bench.preflight import check_store
 from debias_bench.reporting.records import COUNTS, load_records
+from debias_bench.reporting.stats import difference
 from debias_bench.states import RunState
 
 FORMAT = 1
@@ -251,9 +252,7 @@ class Difference:
 
     @property
     def diff(self) -> float | None:
-        if self.baseline is None or self.current is None:
-            return None
-        return self.current - self.baseline
+        return difference(self.current, self.baseline)
 
 
 @dataclass

@@ -31,7 +31,7 @@ from debias_bench.errors import ConfigError
 from debias_bench.reporting.layout import method_name, method_order
 from debias_bench.reporting.paper import PaperNumbers, load_paper
 from debias_bench.reporting.records import run_rows
-from debias_bench.reporting.stats import STATISTIC, combined_std, seed_stats
+from debias_bench.reporting.stats import STATISTIC, combined_std, difference, seed_stats
 from debias_bench.states import RunState
 from debias_bench.store import RunDir, RunStore
 
@@ -153,9 +153,7 @@ class Comparison:
 
     @property
     def diff(self) -> float | None:
-        if self.ours_mean is None or self.paper_mean is None:
-            return None
-        return self.ours_mean - self.paper_mean
+        return difference(self.ours_mean, self.paper_mean)
 
     @property
     def tolerance(self) -> float:

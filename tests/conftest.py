@@ -1,11 +1,12 @@
-"""Shared fixtures: the raw-data root, a session data root, and a tiny in-memory dataset."""
+"""Shared fixtures: the raw-data root, a session data root, a tiny in-memory dataset, and the
+check that no test module leaves entries behind in the global registries."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +15,10 @@ import torch
 
 from debias_bench.data import DatasetSpec, Split, Splits
 from debias_bench.family import DatasetFamily
-from debias_bench.registry import DATASETS
+from debias_bench.launchers import LAUNCHERS, plugins
+from debias_bench.registry import DATASETS, METHODS, Entry, Registry
+from debias_bench.reporting import TABLES
+from debias_bench.tracking import TRACKERS
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -109,6 +113,68 @@ if "toy" not in DATASETS:
     DATASETS.register("toy", display_name="Toy", citation="test fixture")(ToyFamily)
 
 
+# ------------------------------------------------------------------ the global registries
+#: every registry a plugin (or a test) can add to; a test module sees what earlier modules of
+#: its pytest-xdist worker left in them, so each module must leave them as it found them
+REGISTRIES: tuple[Registry[object], ...] = (METHODS, DATASETS, LAUNCHERS, TABLES, TRACKERS)
+Snapshot = list[dict[str, Entry[object]]]
+
+
+def _snapshot() -> Snapshot:
+    """The entries of every registry, built-ins loaded first (so that a module's first lookup,
+    which imports them, is not taken for a leak)."""
+    for registry in REGISTRIES:
+        registry.names()
+    return [dict(registry._entries) for registry in REGISTRIES]
+
+
+def _restore(before: Snapshot, since: set[str]) -> list[str]:
+    """Put every registry back as ``before`` (order kept); returns what differed, as
+    ``"kind name"``. A module imported since ``before`` (names in ``since``) that registered an
+    entry taken out is dropped from ``sys.modules`` too, so that importing it again (a plugin
+    named in ``BENCH_PLUGINS``) registers its entries again."""
+    changed = []
+    for registry, entries in zip(REGISTRIES, before, strict=True):
+        now = registry._entries
+        for name in now.keys() | entries.keys():
+            entry = now.get(name)
+            if entry is entries.get(name):
+                continue
+            changed.append(f"{registry.kind} {name!r}")  # added, removed or replaced
+            module = getattr(entry and entry.obj, "__module__", None)
+            if module in since:
+                sys.modules.pop(module, None)
+                plugins._FROM_PATH.pop(module, None)
+        now.clear()
+        now.update(entries)
+    return sorted(changed)
+
+
+@pytest.fixture
+def registries_restored() -> Iterator[None]:
+    """For a test that registers entries (directly, or by importing a plugin in this
+    process): every registry is put back as it was once the test ends."""
+    before, modules = _snapshot(), set(sys.modules)
+    yield
+    _restore(before, set(sys.modules) - modules)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _registries_unchanged(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Fail a test module that leaves the registries changed (for instance a plugin method it
+    registered, which a later module of the same worker would find), naming what it left;
+    the registries are put back either way, so that the leak fails this module only."""
+    before, modules = _snapshot(), set(sys.modules)
+    yield
+    leaked = _restore(before, set(sys.modules) - modules)
+    if leaked:
+        pytest.fail(
+            f"{request.node.nodeid} left the registries changed: {', '.join(leaked)}; "
+            "register in a test that uses the `registries_restored` fixture",
+            pytrace=False,
+        )
+
+
 @pytest.fixture
 def toy_place(tmp_path: Path):
     from debias_bench.engine import DataPlace
@@ -162,9 +228,10 @@ def bench_env(tmp_path: Path, **extra: str) -> dict[str, str]:
 
 
 @pytest.fixture
-def in_process(tmp_path, monkeypatch, capsys):
+def in_process(tmp_path, monkeypatch, capsys, registries_restored):
     """`bench` called in this process (its workers are still subprocesses): cheaper than a
-    new interpreter per call. Returns ``(exit code, stdout, stderr)``."""
+    new interpreter per call; what its plugins register is unregistered after the test.
+    Returns ``(exit code, stdout, stderr)``."""
     from debias_bench.cli import main
 
     for key, value in bench_env(tmp_path).items():

@@ -8,21 +8,18 @@ import time
 
 import numpy as np
 import pytest
+from fixture_data import FixtureData
 
 from debias_bench import integrity
-from debias_bench.cli import main
 from debias_bench.datasets.bar import BAR
 from debias_bench.datasets.cmnist import ColoredMNIST
 from debias_bench.errors import CorruptDataError
 
 
 @pytest.fixture
-def cmnist_fixture(tmp_path):
-    """A Colored MNIST built from tiny idx files: (raw root, data root, options)."""
-    raw, data = tmp_path / "raw", tmp_path / "data"
-    options = ColoredMNIST(raw, data).write_fixture()
-    ColoredMNIST(raw, data, **options).prepare()
-    return raw, data, options
+def cmnist(tmp_path) -> FixtureData[ColoredMNIST]:
+    """A Colored MNIST built from tiny idx files."""
+    return FixtureData.prepared(ColoredMNIST, tmp_path)
 
 
 def _zero_half(path) -> None:
@@ -31,81 +28,68 @@ def _zero_half(path) -> None:
     np.save(path, array)
 
 
-def _prepare(raw, data, *extra: str) -> int:
-    argv = ["data", "prepare", "cmnist", "--raw-root", str(raw), "--data-root", str(data)]
-    return main([*argv, "--data-option", "valid_size=30", *extra])
-
-
-def test_a_changed_prepared_file_is_an_error_naming_it_and_the_fix(cmnist_fixture, capsys):
-    raw, data, options = cmnist_fixture
-    family = ColoredMNIST(raw, data, **options)
+def test_a_changed_prepared_file_is_an_error_naming_it_and_the_fix(cmnist, capsys):
+    family = cmnist.family()
     before = family.fingerprint(1.0)
     target = family.folder / "1pct" / "train" / "images.npy"
     _zero_half(target)
     with pytest.raises(CorruptDataError) as err:
-        ColoredMNIST(raw, data, **options).load(1.0)
+        cmnist.family().load(1.0)
     assert str(target) in str(err.value)
     assert "bench data prepare cmnist --force" in str(err.value)
     # other ratios read other training files: still fine
-    ColoredMNIST(raw, data, **options).load(2.0)
+    cmnist.family().load(2.0)
     # a plain prepare leaves prepared data alone; --force rebuilds it, identically
-    assert _prepare(raw, data) == 0
+    assert cmnist.prepare_command() == 0
     with pytest.raises(CorruptDataError):
-        ColoredMNIST(raw, data, **options).load(1.0)
-    assert _prepare(raw, data, "--force") == 0
-    again = ColoredMNIST(raw, data, **options)
+        cmnist.family().load(1.0)
+    assert cmnist.prepare_command("--force") == 0
+    again = cmnist.family()
     again.load(1.0)
     assert again.fingerprint(1.0) == before
 
 
-def test_a_missing_manifest_is_detected_and_prepare_restores_it(cmnist_fixture, capsys):
-    raw, data, options = cmnist_fixture
-    family = ColoredMNIST(raw, data, **options)
+def test_a_missing_manifest_is_detected_and_prepare_restores_it(cmnist, capsys):
+    family = cmnist.family()
     manifest = family.folder / "manifest.json"
     manifest.unlink()
     assert not family.is_prepared()
     with pytest.raises(CorruptDataError, match=r"manifest\.json is missing"):
         integrity.check_files(family.folder, [], trust_stat=False, fix=family.repair_command())
-    assert _prepare(raw, data) == 0
+    assert cmnist.prepare_command() == 0
     assert "has no manifest.json; rebuilding it" in capsys.readouterr().err
     assert manifest.is_file() and family.verify() == []
     # a run (load) that finds no manifest rebuilds too, saying so, never reads unchecked data
     manifest.unlink()
-    ColoredMNIST(raw, data, **options).load(0.5)
+    cmnist.family().load(0.5)
     assert manifest.is_file()
 
 
-def test_the_fingerprint_follows_the_content(cmnist_fixture):
-    raw, data, options = cmnist_fixture
-    one = ColoredMNIST(raw, data, **options)
-    other = ColoredMNIST(raw, data, **options, data_seed=1)
+def test_the_fingerprint_follows_the_content(cmnist):
+    one = cmnist.family()
+    other = cmnist.family(data_seed=1)
     assert one.fingerprint(1.0) != other.fingerprint(1.0)  # different draws
-    assert one.fingerprint() == ColoredMNIST(raw, data, **options).fingerprint()
+    assert one.fingerprint() == cmnist.family().fingerprint()
     assert one.fingerprint(1.0) != one.fingerprint()  # a ratio's files vs all of them
 
 
 @pytest.fixture
-def bar_fixture(tmp_path):
-    raw, data = tmp_path / "raw", tmp_path / "data"
-    options = BAR(raw, data).write_fixture()
-    BAR(raw, data, **options).prepare()
-    return raw, data, options
+def bar(tmp_path) -> FixtureData[BAR]:
+    """A BAR built from tiny fixture images (memory-mapped splits)."""
+    return FixtureData.prepared(BAR, tmp_path)
 
 
-def test_memory_mapped_files_are_hashed_once_then_trusted_by_size_and_mtime(
-    bar_fixture, monkeypatch
-):
-    raw, data, options = bar_fixture
+def test_memory_mapped_files_are_hashed_once_then_trusted_by_size_and_mtime(bar, monkeypatch):
     calls = []
     real = integrity.sha256
     monkeypatch.setattr(integrity, "sha256", lambda p: calls.append(p) or real(p))
-    BAR(raw, data, **options).load(5.0)
+    bar.family().load(5.0)
     assert len(calls) == 6  # train, valid, test x (images, attrs)
-    family = BAR(raw, data, **options)
+    family = bar.family()
     cache = json.loads((family.folder / integrity.VERIFIED_CACHE).read_text())
     assert len(cache) == 6
     calls.clear()
-    BAR(raw, data, **options).load(5.0)
+    bar.family().load(5.0)
     assert calls == []  # trusted: same size and mtime
     # a changed file (same size, new mtime) is hashed again and refused
     target = family.folder / "test" / "images.npy"
@@ -113,14 +97,13 @@ def test_memory_mapped_files_are_hashed_once_then_trusted_by_size_and_mtime(
     images[0] = 255 - images[0]
     np.save(target, images)
     with pytest.raises(CorruptDataError, match=str(target)):
-        BAR(raw, data, **options).load(5.0)
+        bar.family().load(5.0)
     assert calls == [target]  # only the changed file was hashed again
 
 
-def test_in_memory_files_are_hashed_every_time(cmnist_fixture, monkeypatch):
+def test_in_memory_files_are_hashed_every_time(cmnist, monkeypatch):
     """A 28-px set is re-hashed at every load: a change that keeps size and mtime is caught."""
-    raw, data, options = cmnist_fixture
-    family = ColoredMNIST(raw, data, **options)
+    family = cmnist.family()
     target = family.folder / "test" / "images.npy"
     stat = target.stat()
     with open(target, "r+b") as handle:  # flip one pixel in place, then restore the mtime
@@ -130,7 +113,7 @@ def test_in_memory_files_are_hashed_every_time(cmnist_fixture, monkeypatch):
         handle.write(bytes([255 - byte[0]]))
     os.utime(target, ns=(stat.st_atime_ns, stat.st_mtime_ns))
     with pytest.raises(CorruptDataError, match="does not match its checksum"):
-        ColoredMNIST(raw, data, **options).load(5.0)
+        cmnist.family().load(5.0)
 
 
 @pytest.mark.realdata

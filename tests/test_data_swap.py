@@ -18,6 +18,7 @@ import subprocess
 import sys
 
 import pytest
+from fixture_data import FixtureData
 
 from debias_bench import folder_swap, split_store
 from debias_bench.cli import main
@@ -31,29 +32,14 @@ class Killed(BaseException):
 
 
 @pytest.fixture
-def built(tmp_path):
-    """Colored MNIST from tiny idx files, prepared: (raw root, data root, options)."""
-    raw, data = tmp_path / "raw", tmp_path / "data"
-    options = ColoredMNIST(raw, data).write_fixture()
-    ColoredMNIST(raw, data, **options).prepare()
-    return raw, data, options
-
-
-def _family(built) -> ColoredMNIST:
-    raw, data, options = built
-    return ColoredMNIST(raw, data, **options)
-
-
-def _prepare(built, *extra: str) -> int:
-    raw, data, options = built
-    argv = ["data", "prepare", "cmnist", "--raw-root", str(raw), "--data-root", str(data)]
-    opts = [a for k, v in options.items() for a in ("--data-option", f"{k}={v}")]
-    return main([*argv, *opts, *extra])
+def built(tmp_path) -> FixtureData[ColoredMNIST]:
+    """Colored MNIST from tiny idx files, prepared."""
+    return FixtureData.prepared(ColoredMNIST, tmp_path)
 
 
 def _assert_whole(built, fingerprint: str) -> None:
     """Complete, verified, nothing left beside it, the same bytes as before, loadable."""
-    family = _family(built)
+    family = built.family()
     assert family.is_prepared()
     assert family.verify() == []
     assert leftovers(family.folder) == []
@@ -88,12 +74,12 @@ KILL_POINTS = [
 def test_a_forced_rebuild_killed_at_any_step_is_recovered_by_a_plain_prepare(
     built, monkeypatch, capsys, step, state, note
 ):
-    family = _family(built)
+    family = built.family()
     fingerprint = family.fingerprint()
     with monkeypatch.context() as patch:
         _kill_in(patch, step, partial=step == "_discard")
         with pytest.raises(Killed):
-            _prepare(built, "--force")
+            built.prepare_command("--force")
     names = sorted(p.name.split(".", 1)[1].split("-")[0] for p in leftovers(family.folder))
     if step == "_put_in_place":
         assert not family.folder.exists() and names == ["building", "old"], state
@@ -101,7 +87,7 @@ def test_a_forced_rebuild_killed_at_any_step_is_recovered_by_a_plain_prepare(
     else:
         assert family.is_prepared() and names == (["old"] if step == "_discard" else ["building"])
     capsys.readouterr()
-    assert _prepare(built) == 0
+    assert built.prepare_command() == 0
     err = capsys.readouterr().err
     assert [line for line in err.splitlines() if line.startswith("note:")] == [
         next(line for line in err.splitlines() if note in line)
@@ -112,32 +98,30 @@ def test_a_forced_rebuild_killed_at_any_step_is_recovered_by_a_plain_prepare(
 def test_a_first_build_killed_before_its_manifest_is_rebuilt_not_called_prepared(
     tmp_path, monkeypatch, capsys
 ):
-    raw, data = tmp_path / "raw", tmp_path / "data"
-    options = ColoredMNIST(raw, data).write_fixture()
-    built = (raw, data, options)
+    built = FixtureData.written(ColoredMNIST, tmp_path)
     with monkeypatch.context() as patch:
         _kill_in(patch, "_write_manifest")
         with pytest.raises(Killed):
-            _prepare(built)
-    family = _family(built)
+            built.prepare_command()
+    family = built.family()
     assert not family.folder.exists() and not family.is_prepared()
-    assert _prepare(built) == 0
+    assert built.prepare_command() == 0
     assert "removed what an interrupted build left" in capsys.readouterr().err
     assert family.verify() == [] and leftovers(family.folder) == []
 
 
 def test_a_run_puts_back_a_dataset_left_half_swapped(built, monkeypatch, capsys):
     """The live name missing beside a complete copy: loading for a run recovers it too."""
-    family = _family(built)
+    family = built.family()
     fingerprint = family.fingerprint()
     with monkeypatch.context() as patch:
         _kill_in(patch, "_put_in_place")
         with pytest.raises(Killed):
-            _prepare(built, "--force")
-    problems = _family(built).verify()  # `bench data verify` says what is there
+            built.prepare_command("--force")
+    problems = built.family().verify()  # `bench data verify` says what is there
     assert any("is a complete copy left by an interrupted" in p for p in problems), problems
     capsys.readouterr()
-    _family(built).load(1.0)
+    built.family().load(1.0)
     assert "recovered the complete copy" in capsys.readouterr().err
     _assert_whole(built, fingerprint)
 
@@ -145,14 +129,14 @@ def test_a_run_puts_back_a_dataset_left_half_swapped(built, monkeypatch, capsys)
 def test_the_old_swap_killed_in_its_rmtree_is_recovered_from_the_finished_copy(built, capsys):
     """What the previous code left (rmtree of the live folder cut short, the finished
     ``.building`` beside it): the live folder has its manifest but not all its files."""
-    family = _family(built)
+    family = built.family()
     fingerprint = family.fingerprint()
     staging = family.folder.with_name(family.folder.name + ".building")
     shutil.copytree(family.folder, staging)
     (family.folder / "test" / "images.npy").unlink()
     (family.folder / "1pct" / "train" / "attrs.npy").unlink()
     assert not family.is_prepared()
-    assert _prepare(built) == 0
+    assert built.prepare_command() == 0
     err = capsys.readouterr().err
     assert "recovered the complete copy " + staging.name in err and "rebuilding" not in err
     _assert_whole(built, fingerprint)
@@ -162,20 +146,19 @@ def test_the_old_swap_killed_in_its_rmtree_is_recovered_from_the_finished_copy(b
 def test_a_prepared_dataset_missing_a_file_is_never_called_prepared(
     built, monkeypatch, capsys, tmp_path, victim
 ):
-    raw, data, options = built
-    family = _family(built)
+    family = built.family()
     fingerprint = family.fingerprint()
     missing = family.folder / victim
     missing.unlink()
     assert not family.is_prepared()
 
     # a run refuses it before anything starts: the file and the repair named, exit 2
-    monkeypatch.setenv("BENCH_RAW_ROOT", str(raw))
-    monkeypatch.setenv("BENCH_DATA_ROOT", str(data))
+    monkeypatch.setenv("BENCH_RAW_ROOT", str(built.raw))
+    monkeypatch.setenv("BENCH_DATA_ROOT", str(built.data))
     out = tmp_path / "runs"
     argv = ["run", "--methods", "vanilla", "--datasets", "cmnist", "--ratios", "1"]
     argv += ["--preset", "smoke", "--device", "cpu", "--out", str(out)]
-    argv += ["--data-option", f"valid_size={options['valid_size']}"]
+    argv += built.option_args()
     capsys.readouterr()
     assert main(argv) == 2
     err = capsys.readouterr().err
@@ -185,25 +168,25 @@ def test_a_prepared_dataset_missing_a_file_is_never_called_prepared(
 
     # the loader a run uses says the same, and never rebuilds behind the run's back
     with pytest.raises(CorruptDataError) as error:
-        _family(built).load(1.0)
+        built.family().load(1.0)
     assert str(missing) in str(error.value)
     assert "bench data prepare cmnist --force --data-option valid_size=" in str(error.value)
     assert not missing.exists()
 
     # a plain prepare says what is missing and rebuilds, to the same bytes
-    assert _prepare(built) == 0
+    assert built.prepare_command() == 0
     captured = capsys.readouterr()
     assert f"is incomplete: {missing} is missing; rebuilding it" in captured.err
     _assert_whole(built, fingerprint)
 
 
 def test_a_truncated_file_is_not_prepared_either(built, capsys):
-    family = _family(built)
+    family = built.family()
     target = family.folder / "5pct" / "train" / "images.npy"
     with open(target, "r+b") as handle:
         handle.truncate(target.stat().st_size // 2)
     assert not family.is_prepared()
-    assert _prepare(built) == 0
+    assert built.prepare_command() == 0
     assert "bytes, the manifest says" in capsys.readouterr().err
     assert family.verify() == []
 
@@ -211,22 +194,22 @@ def test_a_truncated_file_is_not_prepared_either(built, capsys):
 def test_a_manifest_from_before_sizes_still_counts_and_still_catches_a_missing_file(built):
     """Stores prepared by the previous version have no ``sizes``: presence is checked (their
     contents by hash when read, as before); nothing asks for a rebuild."""
-    family = _family(built)
+    family = built.family()
     manifest_path = family.folder / "manifest.json"
     manifest = json.loads(manifest_path.read_text())
     del manifest["sizes"]
     manifest_path.write_text(json.dumps(manifest))
     assert family.is_prepared() and family.verify() == []
-    _family(built).load(2.0)
+    built.family().load(2.0)
     (family.folder / "valid" / "attrs.npy").unlink()
     assert not family.is_prepared()
     with pytest.raises(CorruptDataError, match=r"valid/attrs\.npy is missing"):
-        _family(built).load(2.0)
+        built.family().load(2.0)
 
 
 def test_the_new_copy_is_checked_before_the_old_one_is_touched(built, monkeypatch):
     """A build whose manifest does not match its files is never swapped in."""
-    family = _family(built)
+    family = built.family()
     before = family.fingerprint()
     real = split_store._write_manifest
 
@@ -276,11 +259,9 @@ sys.exit(main(sys.argv[3:]))
 
 @pytest.mark.parametrize("point", ["delete", "rename"])
 def test_a_prepare_force_killed_for_real_during_its_swap(built, tmp_path, capsys, point):
-    raw, data, options = built
-    family = _family(built)
+    family = built.family()
     fingerprint = family.fingerprint()
-    argv = ["data", "prepare", "cmnist", "--force", "--raw-root", str(raw), "--data-root"]
-    argv += [str(data), "--data-option", f"valid_size={options['valid_size']}"]
+    argv = built.prepare_argv("--force")
     killed = subprocess.run(
         [sys.executable, "-c", KILLER, str(family.folder), point, *argv],
         capture_output=True,
@@ -289,5 +270,5 @@ def test_a_prepare_force_killed_for_real_during_its_swap(built, tmp_path, capsys
         env={**os.environ, "OMP_NUM_THREADS": "1"},
     )
     assert killed.returncode == -9, killed.stderr
-    assert _prepare(built) == 0
+    assert built.prepare_command() == 0
     _assert_whole(built, fingerprint)

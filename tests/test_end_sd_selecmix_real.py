@@ -11,11 +11,9 @@ an MLP 100-100-100 encoder (``aux_backbone=mlp``), which is not the official con
 from __future__ import annotations
 
 import pytest
-import torch
+from methods_helpers import real_cmnist_run
 
-from debias_bench.config import make_config
-from debias_bench.engine import DataPlace, train_run
-from debias_bench.store import RunStore
+from debias_bench.engine import DataPlace
 
 pytestmark = pytest.mark.realdata
 
@@ -28,12 +26,8 @@ OVERRIDES = {
 
 
 def _test_metrics(method, tmp_path, raw_root, data_root, overrides=None):
-    config = make_config(
-        method, "cmnist", 1.0, 0, protocol="clean", preset="quick", epochs=EPOCHS,
-        overrides=overrides,
-    )  # fmt: skip
-    run_dir = RunStore(tmp_path).run(config.run_id)
-    result = train_run(config, run_dir, DataPlace(raw_root, data_root), torch.device("cpu"))
+    place = DataPlace(raw_root, data_root)
+    result = real_cmnist_run(method, tmp_path, place, epochs=EPOCHS, overrides=overrides)
     assert result["epochs"] == pytest.approx(EPOCHS)
     test = result["selections"]["last"]["test"]
     keys = ("accuracy", "conflicting_accuracy", "aligned_accuracy")

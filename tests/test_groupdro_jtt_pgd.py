@@ -9,13 +9,12 @@ import pytest
 import torch
 import torch.nn.functional as F
 from conftest import assert_close_nested
-from methods_helpers import toy_batch
+from methods_helpers import CPU, assert_resumes_to_whole, toy_batch, whole_and_stopped
 from torch import nn
 
 from debias_bench.backbones import Backbone
 from debias_bench.config import make_config, method_yaml, resolve_hparams
 from debias_bench.data import Split, to_float
-from debias_bench.engine import Interrupted, train_run
 from debias_bench.method import TrainEnv
 from debias_bench.methods import jtt as jtt_module
 from debias_bench.methods import pgd as pgd_module
@@ -32,9 +31,7 @@ from debias_bench.methods.losses import generalized_ce
 from debias_bench.methods.pgd import PGD, last_layer_grad_norms, sampling_scores
 from debias_bench.methods.state import SampleWeights
 from debias_bench.registry import DATASETS, METHODS
-from debias_bench.store import RunStore
 
-CPU = torch.device("cpu")
 TRAIN_SIZE = 512  # the toy dataset's training split
 
 
@@ -403,13 +400,8 @@ RESUME_CASES = {
 def test_interrupted_then_resumed_equals_uninterrupted(tmp_path, toy_place, method, monkeypatch):
     overrides = {**TINY, **RESUME_CASES[method]}
     config = make_config(method, "toy", 20, 0, protocol="clean", overrides=overrides)
-    whole_dir = RunStore(tmp_path / "whole").run(config.run_id)
-    whole = train_run(config, whole_dir, toy_place, CPU)
-
-    run_dir = RunStore(tmp_path / "split").run(config.run_id)
-    with pytest.raises(Interrupted):
-        train_run(config, run_dir, toy_place, CPU, should_stop=lambda step: step == 13)
-    checkpoint = run_dir.load_checkpoint()["method"]
+    whole, whole_dir, stopped = whole_and_stopped(config, tmp_path, toy_place, stop_at=13)
+    checkpoint = stopped.load_checkpoint()["method"]
     if method == "groupdro":  # the group weights have moved away from uniform
         assert checkpoint["group_weights"].std() > 0
     else:  # the weights of the preparation stage are in the checkpoint
@@ -419,14 +411,7 @@ def test_interrupted_then_resumed_equals_uninterrupted(tmp_path, toy_place, meth
         raise AssertionError("prepare() ran again on resume")
 
     monkeypatch.setattr(METHODS.get(method), "prepare", no_prepare)
-    resumed = train_run(config, run_dir, toy_place, CPU)
-
-    assert_close_nested(resumed["selections"], whole["selections"])
-    for a, b in zip(run_dir.metrics(), whole_dir.metrics(), strict=True):
-        assert_close_nested(
-            {k: a[k] for k in ("valid", "test", "train")},
-            {k: b[k] for k in ("valid", "test", "train")},
-        )
+    assert_resumes_to_whole(config, toy_place, stopped, whole, whole_dir)
 
 
 # ----------------------------------------------------------------------------- YAML defaults

@@ -9,6 +9,7 @@ Worker processes import this module to find the dataset (``BENCH_PLUGINS`` for t
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -19,12 +20,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import bench_env, make_toy_split
+from conftest import ToyFamily, bench_env, make_toy_split
 from planted import finish_running, plant
 
 from debias_bench.commands.status import collect
-from debias_bench.data import DatasetSpec, Split, Splits
-from debias_bench.family import DatasetFamily
+from debias_bench.data import Split, Splits
 from debias_bench.registry import DATASETS
 from debias_bench.states import RunState
 from debias_bench.store import RunDir, RunStore
@@ -67,20 +67,10 @@ class ScriptedImages:
             raise RuntimeError("scripted failure, first attempt only")
 
 
-class ScriptedFamily(DatasetFamily):
-    spec = DatasetSpec(
-        name="scripted",
-        num_classes=4,
-        num_biases=4,
-        ratios=tuple(BEHAVIOURS),
-        image_size=(8, 8),
-        channels=3,
-        backbone="mlp",
-        test_kind="unbiased",
-    )
+class ScriptedFamily(ToyFamily):
+    """The toy dataset, smaller, with a ratio per behaviour: its training images misbehave."""
 
-    def prepare(self, ratios=None) -> Path:
-        return self.data_root
+    spec = dataclasses.replace(ToyFamily.spec, name="scripted", ratios=tuple(BEHAVIOURS))
 
     def load(self, ratio: float) -> Splits:
         ratio = self.check_ratio(ratio)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import io
 import multiprocessing
 import os
-import subprocess
 import sys
 import textwrap
 import time
@@ -14,7 +13,7 @@ from multiprocessing import spawn
 
 import pytest
 import torch
-from test_plugins_path import PLUGIN
+from test_plugins_path import PLUGIN, local_sweep
 
 from debias_bench.config import make_config
 from debias_bench.engine import train_run
@@ -133,21 +132,5 @@ def test_a_warm_worker_ends_with_its_run_though_a_plugin_left_a_pool(tmp_path):
     time), holding its slot; the timeout below is a hang guard, not a speed target."""
     plugin = tmp_path / "leaky_pool_ds.py"
     plugin.write_text(LEAKY_PLUGIN)
-    out = tmp_path / "runs"
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", warm.START_ENV)}
-    env.update(BENCH_PLUGINS=str(plugin), BENCH_DATA_ROOT=str(tmp_path / "data"))
-    args = ["--methods", "vanilla", "--datasets", "leaky_pool_ds", "--seeds", "0"]
-    args += ["--set", "steps=4", "--set", "eval_every=2", "--set", "batch_size=16"]
-    args += ["--launcher", "local", "--workers", "1", "--device", "cpu", "--out", str(out)]
-    done = subprocess.run(
-        [sys.executable, "-m", "debias_bench.cli", "run", *args],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=150,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    (run,) = list(RunStore(out).runs())
-    assert run.status()["state"] == "done"
+    run = local_sweep(plugin, "leaky_pool_ds", tmp_path, timeout=150)
     assert "warm worker started" in run.stderr_path.read_text()

@@ -9,12 +9,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 from conftest import assert_close_nested
-from methods_helpers import toy_batch
+from methods_helpers import CPU, assert_resumes_to_whole, toy_batch, whole_and_stopped
 from torch import nn
 
 from debias_bench.config import make_config, method_yaml, resolve_hparams
 from debias_bench.data import Batch
-from debias_bench.engine import Interrupted, train_run
 from debias_bench.method import TrainEnv
 from debias_bench.methods.biased import CommitteeConfig, agreement_mask, train_member
 from debias_bench.methods.disent import Branch, DisEnt, disentangled_logits
@@ -23,9 +22,6 @@ from debias_bench.methods.lff import LfF
 from debias_bench.methods.lff_be import LfFBE
 from debias_bench.methods.losses import generalized_ce
 from debias_bench.registry import DATASETS, METHODS
-from debias_bench.store import RunStore
-
-CPU = torch.device("cpu")
 
 
 # ----------------------------------------------------------------------------- GCE
@@ -354,26 +350,14 @@ RESUME_CASES = {
 def test_interrupted_then_resumed_equals_uninterrupted(tmp_path, toy_place, method, monkeypatch):
     overrides = {**TINY, **RESUME_CASES[method]}
     config = make_config(method, "toy", 20, 0, protocol="clean", overrides=overrides)
-    whole_dir = RunStore(tmp_path / "whole").run(config.run_id)
-    whole = train_run(config, whole_dir, toy_place, CPU)
-
-    run_dir = RunStore(tmp_path / "split").run(config.run_id)
-    with pytest.raises(Interrupted):
-        train_run(config, run_dir, toy_place, CPU, should_stop=lambda step: step == 13)
+    whole, whole_dir, stopped = whole_and_stopped(config, tmp_path, toy_place, stop_at=13)
     if method == "lff_be":  # the committee's mask comes from the checkpoint, not a new committee
 
         def no_committee(self, data):
             raise AssertionError("prepare() ran again on resume")
 
         monkeypatch.setattr(LfFBE, "prepare", no_committee)
-    resumed = train_run(config, run_dir, toy_place, CPU)
-
-    assert_close_nested(resumed["selections"], whole["selections"])
-    for a, b in zip(run_dir.metrics(), whole_dir.metrics(), strict=True):
-        assert_close_nested(
-            {k: a[k] for k in ("valid", "test", "train")},
-            {k: b[k] for k in ("valid", "test", "train")},
-        )
+    assert_resumes_to_whole(config, toy_place, stopped, whole, whole_dir)
 
 
 # ----------------------------------------------------------------------------- YAML defaults

@@ -20,11 +20,9 @@ learning the digits), LfF+BE 56.3 / 52.0 / 94.8, DisEnt 71.0 / 69.8 / 82.1.
 from __future__ import annotations
 
 import pytest
-import torch
+from methods_helpers import real_cmnist_run
 
-from debias_bench.config import make_config
-from debias_bench.engine import DataPlace, train_run
-from debias_bench.store import RunStore
+from debias_bench.engine import DataPlace
 
 pytestmark = pytest.mark.realdata
 
@@ -38,12 +36,8 @@ OVERRIDES = {
 
 
 def _test_metrics(method, tmp_path, raw_root, data_root, overrides=None):
-    config = make_config(
-        method, "cmnist", 1.0, 0, protocol="clean", preset="quick", epochs=EPOCHS,
-        overrides=overrides,
-    )  # fmt: skip
-    run_dir = RunStore(tmp_path).run(config.run_id)
-    result = train_run(config, run_dir, DataPlace(raw_root, data_root), torch.device("cpu"))
+    place = DataPlace(raw_root, data_root)
+    result = real_cmnist_run(method, tmp_path, place, epochs=EPOCHS, overrides=overrides)
     assert result["steps"] == EPOCHS * STEPS_PER_EPOCH
     return result["selections"]["last"]["test"]
 

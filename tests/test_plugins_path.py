@@ -11,13 +11,14 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from conftest import run_bench
 
 from debias_bench.cli import main
 from debias_bench.config import RunConfig
 from debias_bench.errors import ConfigError
 from debias_bench.launchers import plugins
-from debias_bench.registry import DATASETS
-from debias_bench.store import RunStore
+from debias_bench.launchers.forkserver import START_ENV
+from debias_bench.store import RunDir, RunStore
 
 PLUGIN = textwrap.dedent(
     '''
@@ -55,16 +56,13 @@ PLUGIN = textwrap.dedent(
 
 
 @pytest.fixture
-def plugin_file(tmp_path, monkeypatch):
+def plugin_file(tmp_path, registries_restored):
     """``<tmp>/elsewhere/path_plugin_ds.py``, registering ``path_plugin_ds``; unregistered after."""
     folder = tmp_path / "elsewhere"
     folder.mkdir()
     path = folder / "path_plugin_ds.py"
     path.write_text(PLUGIN.replace("{name}", "path_plugin_ds"))
-    yield path
-    DATASETS.unregister("path_plugin_ds")
-    sys.modules.pop("path_plugin_ds", None)
-    plugins._FROM_PATH.pop("path_plugin_ds", None)
+    return path
 
 
 def test_a_path_plugin_needs_no_pythonpath_and_is_seen_by_every_command(
@@ -110,31 +108,32 @@ def test_a_worker_process_imports_a_path_plugin(plugin_file, tmp_path):
     assert done.stdout.strip() == "real"
 
 
-@pytest.mark.slow
-def test_a_local_sweep_on_a_path_plugin_dataset(plugin_file, tmp_path):
-    """End to end: `bench run --launcher local` in a fresh interpreter, plugin given by path."""
+def local_sweep(plugin: Path, dataset: str, tmp_path: Path, *, timeout: float) -> RunDir:
+    """One short Vanilla run on ``dataset``, registered by the file ``plugin``: `bench run
+    --launcher local` in a fresh interpreter, the plugin given by its path (no PYTHONPATH),
+    workers started the default (warm) way. Returns the run, checked done."""
     out = tmp_path / "runs"
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", START_ENV)}
     env.update(
-        BENCH_PLUGINS=str(plugin_file),
+        BENCH_PLUGINS=str(plugin),
         BENCH_RAW_ROOT=str(tmp_path / "raw"),
         BENCH_DATA_ROOT=str(tmp_path / "data"),
         OMP_NUM_THREADS="1",
     )
-    args = ["--methods", "vanilla", "--datasets", "path_plugin_ds", "--seeds", "0"]
+    args = ["--methods", "vanilla", "--datasets", dataset, "--seeds", "0"]
     args += ["--set", "steps=4", "--set", "eval_every=2", "--set", "batch_size=16"]
     args += ["--launcher", "local", "--workers", "1", "--device", "cpu", "--out", str(out)]
-    done = subprocess.run(
-        [sys.executable, "-m", "debias_bench.cli", "run", *args],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    done = run_bench("run", *args, env=env, cwd=tmp_path, timeout=timeout)
     assert done.returncode == 0, done.stderr[-3000:]
     (run,) = list(RunStore(out).runs())
     assert run.status()["state"] == "done"
+    return run
+
+
+@pytest.mark.slow
+def test_a_local_sweep_on_a_path_plugin_dataset(plugin_file, tmp_path):
+    """End to end: `bench run --launcher local` in a fresh interpreter, plugin given by path."""
+    local_sweep(plugin_file, "path_plugin_ds", tmp_path, timeout=300)
 
 
 @pytest.mark.parametrize(

@@ -220,6 +220,11 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def _names_arg(parser: argparse.ArgumentParser) -> None:
+    """The datasets a verb works on (``DATASETS.resolve`` reads them)."""
+    parser.add_argument("name", help="dataset name, comma list or 'all'")
+
+
 def _option_arg(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--data-option",
@@ -235,7 +240,7 @@ def add(sub: argparse._SubParsersAction) -> None:
     )
 
     prepare = data_sub.add_parser("prepare", help="build a dataset from its raw sources")
-    prepare.add_argument("name", help="dataset name, comma list or 'all'")
+    _names_arg(prepare)
     prepare.add_argument("--ratios", help="only these ratios (%%)")
     prepare.add_argument(
         "--force", action="store_true", help="rebuild even if prepared (corrupt or changed data)"
@@ -247,7 +252,7 @@ def add(sub: argparse._SubParsersAction) -> None:
     download = data_sub.add_parser(
         "download", help="fetch the public raw sources into the raw root (checksums checked)"
     )
-    download.add_argument("name", help="dataset name, comma list or 'all'")
+    _names_arg(download)
     download.add_argument("--force", action="store_true", help="download again")
     data_args(download)
     download.set_defaults(func=cmd_download)
@@ -259,7 +264,7 @@ def add(sub: argparse._SubParsersAction) -> None:
     verify = data_sub.add_parser(
         "verify", help="check counts per split x class x bias, image sizes and checksums"
     )
-    verify.add_argument("name", help="dataset name, comma list or 'all'")
+    _names_arg(verify)
     verify.add_argument("--quiet", action="store_true", help="no count tables")
     _option_arg(verify)
     data_args(verify)

@@ -12,7 +12,6 @@ import pandas as pd
 
 from debias_bench.reporting.captions import caption, note_on_test_sets, ratio_label
 from debias_bench.reporting.compare import paper_accuracy_row, paper_rows
-from debias_bench.reporting.grouping import check_cells
 from debias_bench.reporting.layout import (
     TableLayout,
     bias_marker,
@@ -26,17 +25,14 @@ from debias_bench.reporting.model import Column, Row, Table
 from debias_bench.reporting.options import ReportOptions
 from debias_bench.reporting.paper import PaperNumbers
 from debias_bench.reporting.runs import (
+    SeedCells,
     block_meta,
-    block_where,
-    blocks,
+    checked_blocks,
     finished,
     run_table,
-    seeds_by,
-    states_by,
     unfinished_notes,
-    values_by,
 )
-from debias_bench.reporting.stats import mark_best, seed_stats, value_cell
+from debias_bench.reporting.stats import mark_best
 
 KEYS = ["dataset", "ratio", "method"]
 
@@ -50,13 +46,10 @@ def accuracy_tables(
     """``table``'s datasets (those :func:`~debias_bench.reporting.layout.table_of` sends to it),
     one table per (protocol, preset)."""
     runs = run_table(records)
+    runs = runs[runs["dataset"].map(table_of) == table.id]
     done = finished(records, opts)
     tables = []
-    for protocol, preset, block in blocks(runs):
-        block = block[block["dataset"].map(table_of) == table.id]
-        if block.empty:
-            continue
-        check_cells(block, KEYS, block_where(protocol, preset))
+    for protocol, preset, block in checked_blocks(runs, KEYS):
         rows, datasets, methods, max_n = _rows(block, done, opts, paper)
         metric = opts.metric.replace("_", " ")
         what = (
@@ -85,25 +78,13 @@ def _rows(
 ) -> tuple[list[Row], list[str], list[str], int]:
     """(rows, datasets, methods, max n) of one block: a row per (dataset, ratio), and under it
     the paper's row and the difference when comparing."""
-    bdone = done[done["run_id"].isin(block["run_id"])]
-    values = values_by(bdone, KEYS, opts.metric)
-    states = states_by(block, KEYS)
-    seeds = seeds_by(block, KEYS)
-    max_n = max([seed_stats(v)[2] for v in values.values()] or [0])
+    seeds = SeedCells.of(block, done, KEYS, opts)
     methods = method_order(block["method"].unique().tolist())
     datasets = dataset_order(block["dataset"].unique().tolist())
     rows = []
     for dataset in datasets:
         for ratio in sorted(block.loc[block["dataset"] == dataset, "ratio"].unique()):
-            cells = {
-                m: value_cell(
-                    values.get((dataset, ratio, m), []),
-                    states.get((dataset, ratio, m), []),
-                    max(max_n, seeds.get((dataset, ratio, m), 0)),
-                    opts.digits,
-                )
-                for m in methods
-            }
+            cells = {m: seeds.cell((dataset, ratio, m)) for m in methods}
             mark_best(cells, opts.ours)
             labels = (dataset, ratio_label(ratio))
             row = Row((*labels, "ours") if paper else labels, cells, "ours", dataset)
@@ -111,4 +92,4 @@ def _rows(
             if paper is not None:
                 shown = paper_accuracy_row(paper, dataset, float(ratio), methods, opts)
                 rows += paper_rows(labels, dataset, row, shown)
-    return rows, datasets, methods, max_n
+    return rows, datasets, methods, seeds.max_n

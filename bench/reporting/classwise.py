@@ -12,7 +12,6 @@ import pandas as pd
 
 from debias_bench.reporting.captions import caption, note_on_test_sets, ratio_label
 from debias_bench.reporting.compare import paper_per_class, paper_rows
-from debias_bench.reporting.grouping import check_cells
 from debias_bench.reporting.layout import (
     TableLayout,
     bias_marker,
@@ -27,17 +26,15 @@ from debias_bench.reporting.model import Cell, Column, Row, Table
 from debias_bench.reporting.options import ReportOptions
 from debias_bench.reporting.paper import PaperNumbers
 from debias_bench.reporting.runs import (
+    SeedCells,
     block_meta,
-    block_where,
-    blocks,
+    checked_blocks,
     finished,
     run_table,
-    seeds_by,
-    states_by,
     unfinished_notes,
     values_by,
 )
-from debias_bench.reporting.stats import mark_best, seed_stats, value_cell
+from debias_bench.reporting.stats import mark_best
 
 #: (index into per_class_accuracy, column key, header) of one class
 ClassColumn = tuple[int, str, str]
@@ -93,8 +90,7 @@ def classwise_tables(
     runs = runs[runs["dataset"] == dataset]
     done = finished(records, opts)
     tables = []
-    for protocol, preset, block in blocks(runs):
-        check_cells(block, ["dataset", "ratio", "method"], block_where(protocol, preset))
+    for protocol, preset, block in checked_blocks(runs, ["dataset", "ratio", "method"]):
         bdone = done[done["run_id"].isin(block["run_id"])]
         per_class = _per_class_frame(bdone)
         spec = dataset_spec(dataset)
@@ -153,23 +149,15 @@ def _classwise_rows(
 ) -> tuple[list[Row], int]:
     """Rows (one per method, plus paper and diff rows) of one class-wise table, and max n."""
     methods = method_order(runs["method"].unique().tolist())
-    states = states_by(runs, ["method"])
-    seeds = seeds_by(runs, ["method"])
-    average = values_by(done, ["method"], opts.metric)
+    seeds = SeedCells.of(runs, done, ["method"], opts)
     by_class = (
         values_by(per_class, ["method", "class_index"], "class_accuracy") if len(per_class) else {}
     )
-    max_n = max([seed_stats(v)[2] for v in average.values()] or [0])
     keys = [key for _, key, _ in columns] + ["average"]
-
-    def cell(method: str, values: list[float]) -> Cell:
-        expected = max(max_n, seeds.get(method, 0))
-        return value_cell(values, states.get(method, []), expected, opts.digits)
-
     grid = {
         m: {
-            **{key: cell(m, by_class.get((m, k), [])) for k, key, _ in columns},
-            "average": cell(m, average.get(m, [])),
+            **{key: seeds.cell(m, by_class.get((m, k), [])) for k, key, _ in columns},
+            "average": seeds.cell(m),
         }
         for m in methods
     }
@@ -184,4 +172,4 @@ def _classwise_rows(
         if paper is not None:
             shown = {key: paper_grid.get(m, {}).get(key, Cell(missing="")) for key in keys}
             rows += paper_rows((label,), m, row, shown)
-    return rows, max_n
+    return rows, seeds.max_n

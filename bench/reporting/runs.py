@@ -8,11 +8,15 @@ on the runs a table leaves out.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
 
+from debias_bench.reporting.grouping import check_cells
+from debias_bench.reporting.model import Cell
 from debias_bench.reporting.options import ReportOptions
+from debias_bench.reporting.stats import seed_stats, value_cell
 from debias_bench.states import RunState
 
 
@@ -40,6 +44,14 @@ def blocks(runs: pd.DataFrame) -> Iterator[tuple[str, str, pd.DataFrame]]:
         yield str(protocol), str(preset), block
 
 
+def checked_blocks(runs: pd.DataFrame, keys: list[str]) -> Iterator[tuple[str, str, pd.DataFrame]]:
+    """:func:`blocks`, each checked to hold one configuration per cell of ``keys``, so that a
+    cell averages seeds only (:func:`~debias_bench.reporting.grouping.check_cells`)."""
+    for protocol, preset, block in blocks(runs):
+        check_cells(block, keys, block_where(protocol, preset))
+        yield protocol, preset, block
+
+
 def _groups(frame: pd.DataFrame, keys: list[str]) -> Iterator[tuple[Any, pd.DataFrame]]:
     """groupby that yields a plain key (not a 1-tuple) for a single key column."""
     for key, group in frame.groupby(keys):
@@ -56,6 +68,36 @@ def states_by(runs: pd.DataFrame, keys: list[str]) -> dict[Any, list[str]]:
 
 def seeds_by(runs: pd.DataFrame, keys: list[str]) -> dict[Any, int]:
     return {k: int(g["seed"].nunique()) for k, g in _groups(runs, keys)}
+
+
+@dataclass(frozen=True)
+class SeedCells:
+    """A block's runs grouped by the same keys: per key, the metric's finished values, the runs'
+    states and how many seeds they have. A cell expects the most seeds any key finished
+    (``max_n``), so one that finished fewer shows it."""
+
+    values: dict[Any, list[float]]
+    states: dict[Any, list[str]]
+    seeds: dict[Any, int]
+    max_n: int
+    digits: int
+
+    @classmethod
+    def of(
+        cls, runs: pd.DataFrame, done: pd.DataFrame, keys: list[str], opts: ReportOptions
+    ) -> SeedCells:
+        """``runs`` (any state) grouped by ``keys``, with the values of ``opts.metric`` in the
+        finished records ``done`` (those of other runs are left out)."""
+        values = values_by(done[done["run_id"].isin(runs["run_id"])], keys, opts.metric)
+        max_n = max([seed_stats(v)[2] for v in values.values()] or [0])
+        return cls(values, states_by(runs, keys), seeds_by(runs, keys), max_n, opts.digits)
+
+    def cell(self, key: Any, values: list[float] | None = None) -> Cell:
+        """The cell of ``key``: the mean over seeds of ``values`` (by default its metric's), or
+        why it is missing."""
+        values = self.values.get(key, []) if values is None else values
+        expected = max(self.max_n, self.seeds.get(key, 0))
+        return value_cell(values, self.states.get(key, []), expected, self.digits)
 
 
 def _first_line(text: str, limit: int = 160) -> str:

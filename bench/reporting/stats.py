@@ -83,6 +83,13 @@ def mark_best(cells: dict[str, Cell], ours: str | None, gain: bool = True) -> No
         cell.delta = round(rounded(cell) - max(others), cell.digits)
 
 
+def difference(value: float | None, reference: float | None) -> float | None:
+    """``value - reference``, or None when either is missing."""
+    if value is None or reference is None:
+        return None
+    return value - reference
+
+
 def combined_std(*stds: float | None) -> float:
     """sqrt of the sum of squares; a missing std (a single seed) counts as 0."""
     return math.sqrt(sum((s or 0.0) ** 2 for s in stds))
