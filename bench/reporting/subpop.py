@@ -13,7 +13,6 @@ from typing import Any
 
 import pandas as pd
 
-from debias_bench.reporting.grouping import check_cells
 from debias_bench.reporting.layout import (
     bias_marker,
     dataset_name,
@@ -23,7 +22,7 @@ from debias_bench.reporting.layout import (
 )
 from debias_bench.reporting.model import Column, Row, Table
 from debias_bench.reporting.options import ReportOptions
-from debias_bench.reporting.runs import blocks, finished, run_table, unfinished_notes
+from debias_bench.reporting.runs import checked_blocks, finished, run_table, unfinished_notes
 from debias_bench.reporting.stats import STATISTIC, seed_stats, value_cell
 
 #: the table's columns: record column -> header
@@ -41,8 +40,7 @@ def subpop_tables(records: pd.DataFrame, opts: ReportOptions) -> list[Table]:
     runs, done = run_table(records), finished(records, opts)
     keys = ["dataset", "ratio", "method"]
     tables = []
-    for protocol, preset, block in blocks(runs):
-        check_cells(block, keys, f" (protocol {protocol}, preset {preset})")
+    for protocol, preset, block in checked_blocks(runs, keys):
         bdone = done[done["run_id"].isin(block["run_id"])]
         rows, worst_notes, max_n = [], [], 0
         for dataset in dataset_order(block["dataset"].unique().tolist()):
