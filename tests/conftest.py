@@ -22,6 +22,27 @@ from debias_bench.tracking import TRACKERS
 
 REPO = Path(__file__).resolve().parents[1]
 
+#: Modules that take minutes (real training, sweeps through worker processes), slowest first:
+#: collected first, so that pytest-xdist's ``loadscope`` hands them out before the short ones
+#: and its workers finish together instead of one waiting on a long module started last.
+SLOW_MODULES = (
+    "test_regress.py",
+    "test_launch_local.py",
+    "test_real_effect.py",
+    "test_slurm.py",
+    "test_tracking.py",
+    "test_readme_plugins.py",
+    "test_code_identity.py",
+    "test_end_sd_selecmix_real.py",
+    "test_groupdro_jtt_pgd_real.py",
+    "test_lff_family_real.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {name: i for i, name in enumerate(SLOW_MODULES)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the rest as found
+
 
 def _raw_root() -> Path:
     env = os.environ.get("BENCH_RAW_ROOT")
