@@ -49,6 +49,9 @@ from debias_bench.hparams import ENGINE_HPARAMS, REQUIRED, SPEED_KEYS, HParam, d
 from debias_bench.registry import DATASETS, METHODS
 from debias_bench.run_length import scale_to_run
 
+#: the engine's declarations by key (a method's own or redeclared keys are not these objects)
+_ENGINE = {p.name: p for p in ENGINE_HPARAMS}
+
 #: Engine-wide switches of each protocol; methods add their own under ``protocols:`` in YAML.
 PROTOCOLS: dict[str, dict[str, Any]] = {
     # The official repositories' behaviour, needed to reproduce the published tables:
@@ -227,12 +230,12 @@ def resolve_layers(
             values[key] = table[key].parse(value, f"{method} on {dataset}, {source}")
             sources[key] = source
 
-    engine = {p.name: p for p in ENGINE_HPARAMS}
     defaults = {k: p.default for k, p in table.items() if p.default is not REQUIRED}
-    layer("engine default", {k: v for k, v in defaults.items() if table[k] is engine.get(k)})
+    engine = {k: v for k, v in defaults.items() if table[k] is _ENGINE.get(k)}
+    layer("engine default", engine)
     layer(
         f"{method} declaration",
-        {k: v for k, v in defaults.items() if table[k] is not engine.get(k)},
+        {k: v for k, v in defaults.items() if k not in engine},
     )
     layer(f"dataset {dataset} (default backbone)", {"backbone": spec.backbone})
     layer(f"protocol {protocol}", _check(protocol, PROTOCOLS, "protocol"))

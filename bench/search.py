@@ -13,42 +13,39 @@ on that dataset, so the learning rate's space follows each dataset's recipe (BAR
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from debias_bench.errors import ConfigError
 
 
 @dataclass(frozen=True)
-class LogUniform:
+class _Bounded:
+    """A distribution on ``[low, high]``, written as ``{<name>: [low, high]}``."""
+
+    low: float
+    high: float
+    name: ClassVar[str]
+
+    def spec(self, value: Any) -> dict[str, list[Any]]:
+        return {self.name: [self.low, self.high]}
+
+
+class LogUniform(_Bounded):
     """Log-uniform on ``[low, high]`` (``low > 0``)."""
 
-    low: float
-    high: float
-
-    def spec(self, value: Any) -> dict[str, list[Any]]:
-        return {"log_uniform": [self.low, self.high]}
+    name = "log_uniform"
 
 
-@dataclass(frozen=True)
-class Uniform:
+class Uniform(_Bounded):
     """Uniform on ``[low, high]``."""
 
-    low: float
-    high: float
-
-    def spec(self, value: Any) -> dict[str, list[Any]]:
-        return {"uniform": [self.low, self.high]}
+    name = "uniform"
 
 
-@dataclass(frozen=True)
-class IntRange:
+class IntRange(_Bounded):
     """Integers ``low..high``, both included."""
 
-    low: int
-    high: int
-
-    def spec(self, value: Any) -> dict[str, list[Any]]:
-        return {"int": [self.low, self.high]}
+    name = "int"
 
 
 @dataclass(frozen=True)

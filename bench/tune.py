@@ -123,15 +123,17 @@ def search_specs(method: str, dataset: str) -> dict[str, Any]:
     return {key: spec for key, spec in sorted(specs.items()) if spec is not None}
 
 
-def search_space(method: str, dataset: str) -> dict[str, BaseDistribution]:
+def search_space(
+    method: str, dataset: str, specs: dict[str, Any] | None = None
+) -> dict[str, BaseDistribution]:
     """The tunable keys of ``method`` on ``dataset`` and their distributions (sorted by key),
-    each checked against the key's declaration."""
+    each checked against the key's declaration; ``specs``: :func:`search_specs`, when the
+    caller has them."""
     table = method_hparams(method)
     where = f"{method} on {dataset}, search"
-    space = {
-        key: _distribution(key, spec, table[key], where)
-        for key, spec in search_specs(method, dataset).items()
-    }
+    if specs is None:
+        specs = search_specs(method, dataset)
+    space = {key: _distribution(key, spec, table[key], where) for key, spec in specs.items()}
     if not space:
         raise ConfigError(
             f"{method} has no search space for {dataset}",

@@ -62,7 +62,7 @@ def cmd_config(args: argparse.Namespace) -> int:
         print(f"{key:<{width_key}}  {value:<{width_value}}  {source}")
     searched = search_specs(method[0], dataset[0])
     if searched:
-        search_space(method[0], dataset[0])  # each checked against its declaration
+        search_space(method[0], dataset[0], searched)  # each checked against its declaration
         spaces = ", ".join(f"{key} {_space(spec)}" for key, spec in searched.items())
         print(f"# bench tune searches: {spaces}")
     return 0
