@@ -60,9 +60,10 @@ def scale_to_run(
     before, after = _lengths(recipe, values, dataset, ratio, shared)
     if before == after:
         return
+    unit = "steps" if steps_of(values, dataset, ratio) is not None else "epochs"
     for key in shared:
         values[key] = max(1, round(values[key] * after / before))
-        sources[key] += f", scaled to the run ({after:g} of {before:g} steps)"
+        sources[key] += f", scaled to the run ({after:g} of {before:g} {unit})"
 
 
 def _lengths(
