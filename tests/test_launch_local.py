@@ -125,6 +125,20 @@ def statuses(out: Path) -> dict[float, dict]:
 
 
 # ------------------------------------------------------------------------------ tests
+def test_threads_flag_reaches_the_worker_and_busy_cores_are_named(
+    tmp_path, in_process, monkeypatch
+):
+    monkeypatch.setattr(os, "getloadavg", lambda: (9.0, 9.0, 9.0))  # another sweep's load
+    out = tmp_path / "runs"
+    local = ["--launcher", "local", "--workers", "1", "--threads", "1"]
+    code, _, err = in_process("run", *bench_args(out, "1", steps=10), *local)
+    assert code == 0, err
+    assert statuses(out)[1.0]["threads"] == 1
+    assert "warning: the " in err and "oversubscribe" in err and "taskset" in err
+    code, _, err = in_process("run", *bench_args(out, "1"), "--launcher", "local", "--threads", "0")
+    assert code == 2 and "--threads" in err and "Traceback" not in err
+
+
 def effective_states(out: Path) -> dict[float, str]:
     """ratio -> effective state of each run (seed 0) in the store."""
     return {
@@ -135,7 +149,8 @@ def effective_states(out: Path) -> dict[float, str]:
 
 
 @pytest.mark.slow
-def test_fake_run_matrix_states_and_retries(tmp_path, in_process):
+def test_fake_run_matrix_states_and_retries(tmp_path, in_process, monkeypatch):
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)  # the default: cores shared
     out = tmp_path / "runs"
     local = ["--launcher", "local", "--workers", "2", "--timeout", "15", "--grace", "1"]
     code, _, err = in_process("run", *bench_args(out, "1,2,3,4,5"), *local)

@@ -17,7 +17,13 @@ from debias_bench.launchers import local as local_module
 from debias_bench.launchers.factories import LaunchContext
 from debias_bench.launchers.local import LocalLauncher, local_slots
 from debias_bench.launchers.scheduler import Ended, Launcher, LiveSummary, schedule
-from debias_bench.launchers.slots import SlotPool, plan_slots, visible_gpus
+from debias_bench.launchers.slots import (
+    SlotPool,
+    oversubscription,
+    plan_slots,
+    user_threads,
+    visible_gpus,
+)
 from debias_bench.provenance import config_json
 from debias_bench.states import RunState
 from debias_bench.store import RunStore
@@ -51,6 +57,32 @@ def test_cpu_workers_share_the_cores():
     env = slots[0].env({"CUDA_VISIBLE_DEVICES": "0"})
     assert env["CUDA_VISIBLE_DEVICES"] == "" and env["MKL_NUM_THREADS"] == "2"
     assert plan_slots(None, [], cores=1)[0].threads == 1
+
+
+def test_threads_per_worker_the_flag_then_omp_num_threads_then_the_cores(monkeypatch):
+    assert [s.threads for s in plan_slots(2, [], cores=8, threads=3)] == [3, 3]
+    assert [s.threads for s in plan_slots(None, ["0"], cores=8, threads=2)] == [2]
+    assert user_threads({"OMP_NUM_THREADS": "1"}) == 1
+    for ignored in ("", "0", "-2", "two", "1.5"):  # OpenMP ignores these too
+        assert user_threads({"OMP_NUM_THREADS": ignored}) is None
+    assert user_threads({}) is None
+    monkeypatch.setattr(local_module, "cpu_cores", lambda: 8, raising=False)
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    assert [s.threads for s in local_slots("cpu", 2)] == [1, 1]  # the user's cap holds
+    assert [s.threads for s in local_slots("cpu", 2, threads=3)] == [3, 3]  # the flag wins
+    monkeypatch.delenv("OMP_NUM_THREADS")
+    assert local_slots("cpu", 1)[0].threads == plan_slots(1, [])[0].threads  # all the cores
+
+
+def test_oversubscription_is_named_only_when_the_cores_are_busy():
+    one_worker = plan_slots(1, [], cores=2)  # 2 threads
+    said = oversubscription(one_worker, cores=2, load=2.0)  # another sweep holds both cores
+    assert said is not None
+    assert "load of 2.0" in said and "1 CPU worker(s) x 2 thread(s)" in said
+    assert "--threads 1" in said and "taskset" in said
+    assert oversubscription(one_worker, cores=2, load=0.4) is None  # an idle machine
+    assert oversubscription(plan_slots(1, [], cores=2, threads=1), cores=2, load=1.0) is None
+    assert oversubscription(plan_slots(2, ["0", "1"], cores=2), cores=2, load=4.0) is None  # GPU
 
 
 def test_pool_takes_the_least_busy_device():

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from dataclasses import dataclass
 
 from debias_bench.engine import resolve_device
@@ -24,7 +25,15 @@ from .job import WorkerJob
 from .plugins import env_plugins
 from .process import WorkerProcess
 from .scheduler import Ended, Launcher, Task
-from .slots import Slot, SlotPool, plan_slots, visible_gpus
+from .slots import (
+    Slot,
+    SlotPool,
+    cpu_cores,
+    oversubscription,
+    plan_slots,
+    user_threads,
+    visible_gpus,
+)
 
 #: the most workers or runs per GPU a flag may ask for: far beyond any machine, short of a typo
 MAX_WORKERS = 1024
@@ -65,13 +74,23 @@ class LocalLauncher(Launchable):
             default=1,
             help="local: runs sharing one GPU (default 1)",
         )
+        group.add_argument(
+            "--threads",
+            type=number("int", 1, MAX_WORKERS),
+            help="local: CPU threads per worker (default: OMP_NUM_THREADS when set, else the "
+            "cores this process may use shared among the workers)",
+        )
 
     @classmethod
     def from_args(cls, args: argparse.Namespace, ctx: LaunchContext) -> Launcher:
         from debias_bench.preflight import check_worker_imports
 
         check_worker_imports(cls.name)  # torchvision, once here rather than in every worker
-        return cls(ctx, local_slots(ctx.device, args.workers, args.jobs_per_gpu))
+        slots = local_slots(ctx.device, args.workers, args.jobs_per_gpu, args.threads)
+        crowded = oversubscription(slots, cpu_cores(), os.getloadavg()[0])
+        if crowded:
+            print(f"warning: {crowded}", file=sys.stderr)
+        return cls(ctx, slots)
 
     def free(self) -> int:
         return self.pool.free()
@@ -115,8 +134,11 @@ class LocalLauncher(Launchable):
             active.worker.kill()
 
 
-def local_slots(device: str, workers: int | None, jobs_per_gpu: int = 1) -> list[Slot]:
-    """The local launcher's slots for ``--device``, ``--workers`` and ``--jobs-per-gpu``."""
+def local_slots(
+    device: str, workers: int | None, jobs_per_gpu: int = 1, threads: int | None = None
+) -> list[Slot]:
+    """The local launcher's slots for ``--device``, ``--workers``, ``--jobs-per-gpu`` and
+    ``--threads`` (default: ``OMP_NUM_THREADS`` when the user set it)."""
     import torch
 
     if device == "auto":
@@ -130,4 +152,4 @@ def local_slots(device: str, workers: int | None, jobs_per_gpu: int = 1) -> list
             if index >= len(gpus):
                 raise ConfigError(f"--device {device}: only {len(gpus)} GPU(s) visible")
             gpus = [gpus[index]]
-    return plan_slots(workers, gpus, jobs_per_gpu)
+    return plan_slots(workers, gpus, jobs_per_gpu, threads=threads or user_threads(os.environ))

@@ -7,14 +7,19 @@ worker ``CUDA_VISIBLE_DEVICES=<that device>``, so it sees one GPU, ``cuda:0``. A
 on the least busy device, so runs spread over the devices before they share one, and a
 device never holds more runs than it has slots.
 
-CPU: ``workers`` slots; each worker gets ``cores // workers`` threads (at least one), set
-through ``OMP_NUM_THREADS`` and friends and ``torch.set_num_threads`` in the worker.
+Threads: each worker gets ``--threads`` threads when given, else ``OMP_NUM_THREADS`` when the
+user set it (as torch honours it in one process), else ``cores // workers`` (at least one), set
+through ``OMP_NUM_THREADS`` and friends and ``torch.set_num_threads`` in the worker. The cores
+are those this process may run on (``taskset``, a Slurm allocation). Two sweeps on one machine
+each take all of them unless told otherwise: :func:`oversubscription` says so when the cores are
+already busy as a sweep starts (two such sweeps ran Colored MNIST 3-6x slower here).
 """
 
 from __future__ import annotations
 
 import os
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from debias_bench.errors import ConfigError
@@ -65,10 +70,22 @@ def cpu_cores() -> int:
         return os.cpu_count() or 1
 
 
+def user_threads(env: Mapping[str, str]) -> int | None:
+    """The threads per process the user asked for with ``OMP_NUM_THREADS``; None when unset or
+    not a positive whole number (as OpenMP ignores it then)."""
+    value = env.get("OMP_NUM_THREADS", "").strip()
+    return int(value) if value.isdigit() and int(value) > 0 else None
+
+
 def plan_slots(
-    workers: int | None, gpus: list[str], jobs_per_gpu: int = 1, cores: int | None = None
+    workers: int | None,
+    gpus: list[str],
+    jobs_per_gpu: int = 1,
+    cores: int | None = None,
+    threads: int | None = None,
 ) -> list[Slot]:
-    """Slots for ``workers`` workers (default: every GPU slot, or one CPU worker)."""
+    """Slots for ``workers`` workers (default: every GPU slot, or one CPU worker), each with
+    ``threads`` threads (default: the cores shared among the workers)."""
     cores = cores or cpu_cores()
     if jobs_per_gpu < 1:
         raise ConfigError(f"--jobs-per-gpu must be at least 1, not {jobs_per_gpu}")
@@ -76,7 +93,7 @@ def plan_slots(
         raise ConfigError(f"--workers must be at least 1, not {workers}")
     if not gpus:
         n = workers or 1
-        return [Slot(i, None, max(1, cores // n)) for i in range(n)]
+        return [Slot(i, None, threads or max(1, cores // n)) for i in range(n)]
     capacity = len(gpus) * jobs_per_gpu
     if workers is not None and workers > capacity:
         raise ConfigError(
@@ -85,7 +102,23 @@ def plan_slots(
         )
     n = workers or capacity
     order = [gpu for _ in range(jobs_per_gpu) for gpu in gpus]  # 3,5,3,5: spread first
-    return [Slot(i, order[i], max(1, cores // n)) for i in range(n)]
+    return [Slot(i, order[i], threads or max(1, cores // n)) for i in range(n)]
+
+
+def oversubscription(slots: list[Slot], cores: int, load: float) -> str | None:
+    """Why the CPU workers of ``slots`` would oversubscribe ``cores`` that already carry a load
+    average of ``load`` (another sweep, a build), with the two fixes; None when they fit. A
+    load under one is taken as noise."""
+    wanted = sum(slot.threads for slot in slots if slot.gpu is None)
+    if not wanted or load < 1 or load + wanted <= cores + 0.5:
+        return None
+    threads = max(1, int(cores - load + 0.5) // len(slots))
+    return (
+        f"the {cores} cores this sweep may use already carry a load of {load:.1f}, and its "
+        f"{len(slots)} CPU worker(s) x {slots[0].threads} thread(s) would oversubscribe them "
+        "(runs then train several times slower); give it fewer threads (--threads "
+        f"{threads}) or cores of its own (taskset -c ... bench run ...)"
+    )
 
 
 class SlotPool:
