@@ -135,6 +135,11 @@ def test_threads_flag_reaches_the_worker_and_busy_cores_are_named(
     assert code == 0, err
     assert statuses(out)[1.0]["threads"] == 1
     assert "warning: the " in err and "oversubscribe" in err and "taskset" in err
+    code, _, err = in_process("run", *bench_args(out, "1", steps=10))  # inline: warned too
+    assert code == 0 and "0 ran" in err and "oversubscribe" in err
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.1, 0.1, 0.1))  # an idle machine
+    code, _, err = in_process("run", *bench_args(out, "1", steps=10))
+    assert code == 0 and "warning" not in err
     code, _, err = in_process("run", *bench_args(out, "1"), "--launcher", "local", "--threads", "0")
     assert code == 2 and "--threads" in err and "Traceback" not in err
 

@@ -27,6 +27,7 @@ from debias_bench.sweep import run_one, worker_identity
 
 from .factories import Launchable, LaunchContext, register_launcher
 from .scheduler import Ended, Launcher, Task
+from .slots import Slot, warn_if_crowded
 
 
 @register_launcher(
@@ -51,7 +52,10 @@ class InlineLauncher(Launchable):
     def from_args(cls, args: argparse.Namespace, ctx: LaunchContext) -> Launcher:
         if ctx.timeout_s:
             raise ConfigError("--timeout needs --launcher local or slurm (a run in a process)")
-        return cls(ctx, resolve_device(ctx.device))
+        device = resolve_device(ctx.device)
+        if device.type == "cpu":
+            warn_if_crowded([Slot(0, None, torch.get_num_threads())])
+        return cls(ctx, device)
 
     def free(self) -> int:
         return 1

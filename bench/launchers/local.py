@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from dataclasses import dataclass
 
 from debias_bench.engine import resolve_device
@@ -28,11 +27,10 @@ from .scheduler import Ended, Launcher, Task
 from .slots import (
     Slot,
     SlotPool,
-    cpu_cores,
-    oversubscription,
     plan_slots,
     user_threads,
     visible_gpus,
+    warn_if_crowded,
 )
 
 #: the most workers or runs per GPU a flag may ask for: far beyond any machine, short of a typo
@@ -87,9 +85,7 @@ class LocalLauncher(Launchable):
 
         check_worker_imports(cls.name)  # torchvision, once here rather than in every worker
         slots = local_slots(ctx.device, args.workers, args.jobs_per_gpu, args.threads)
-        crowded = oversubscription(slots, cpu_cores(), os.getloadavg()[0])
-        if crowded:
-            print(f"warning: {crowded}", file=sys.stderr)
+        warn_if_crowded(slots)
         return cls(ctx, slots)
 
     def free(self) -> int:

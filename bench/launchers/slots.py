@@ -18,6 +18,7 @@ already busy as a sweep starts (two such sweeps ran Colored MNIST 3-6x slower he
 from __future__ import annotations
 
 import os
+import sys
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -116,9 +117,17 @@ def oversubscription(slots: list[Slot], cores: int, load: float) -> str | None:
     return (
         f"the {cores} cores this sweep may use already carry a load of {load:.1f}, and its "
         f"{len(slots)} CPU worker(s) x {slots[0].threads} thread(s) would oversubscribe them "
-        "(runs then train several times slower); give it fewer threads (--threads "
-        f"{threads}) or cores of its own (taskset -c ... bench run ...)"
+        "(runs then train several times slower); give it fewer threads "
+        f"(OMP_NUM_THREADS={threads} bench run ..., or --threads {threads} under --launcher "
+        "local) or cores of its own (taskset -c ... bench run ...)"
     )
+
+
+def warn_if_crowded(slots: list[Slot]) -> None:
+    """Print :func:`oversubscription`'s warning for ``slots`` on this machine, now."""
+    said = oversubscription(slots, cpu_cores(), os.getloadavg()[0])
+    if said:
+        print(f"warning: {said}", file=sys.stderr)
 
 
 class SlotPool:
