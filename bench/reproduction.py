@@ -18,6 +18,7 @@ reason from an explanations YAML (``results/reproduction/explanations.yaml``)::
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -27,6 +28,7 @@ from typing import Any
 import pandas as pd
 import yaml
 
+from debias_bench.config import RunConfig
 from debias_bench.errors import ConfigError
 from debias_bench.reporting.layout import method_name, method_order
 from debias_bench.reporting.paper import PaperNumbers, load_paper
@@ -42,6 +44,7 @@ COLUMNS = [
     "seed",
     "protocol",
     "preset",
+    "overrides",
     "selection",
     "accuracy",
     "aligned_accuracy",
@@ -55,32 +58,40 @@ COLUMNS = [
 #: a cell is flagged when |ours - paper| exceeds max(MIN_GAP, combined std), in points
 MIN_GAP = 2.0
 UNEXPLAINED = "UNEXPLAINED"
+VARIANTS_HEADING = "Runs off the recipe (evidence for the reasons; not compared with the paper)"
 
 
 # --------------------------------------------------------------------------- export
-def export_frame(store: RunStore, dataset: str | None = None) -> tuple[pd.DataFrame, list[str]]:
+def export_frame(
+    store: RunStore, dataset: str | None = None, stale: bool = False
+) -> tuple[pd.DataFrame, list[str]]:
     """(rows of the done runs, ids of the runs that are not done) of ``store``.
 
-    One row per done run and selection, test split only, sorted for a stable diff."""
+    One row per done run and selection, test split only, sorted for a stable diff. With
+    ``stale``, runs that finished under older code of their method or dataset are exported
+    too, under the code version that trained them (``code_version``)."""
     rows: list[dict[str, Any]] = []
     unfinished: list[str] = []
+    exported = (RunState.DONE.value, RunState.STALE.value) if stale else (RunState.DONE.value,)
     for run_dir in store.runs():
-        records = run_rows(run_dir)
+        records = run_rows(run_dir, stale_results=stale)
         if not records or (dataset and records[0].get("dataset") != dataset):
             continue
-        if records[0]["state"] != RunState.DONE.value:
+        if records[0]["state"] not in exported or records[0].get("selection") is None:
             unfinished.append(f"{run_dir.run_id} ({records[0]['state']})")
             continue
         result = run_dir.result() or {}
+        off_recipe = overrides(run_dir.config())
         for record in records:
             if record["split"] != "test":
                 continue
             row = {k: record.get(k) for k in COLUMNS}
+            row["overrides"] = off_recipe
             row["epochs"] = result.get("epochs")
             row["code_version"] = code_version(run_dir, result)
             rows.append(row)
     frame = pd.DataFrame(rows, columns=COLUMNS)
-    frame = frame.sort_values(["dataset", "method", "ratio", "seed", "selection"], kind="stable")
+    frame = frame.sort_values(SORT, kind="stable")
     return frame.reset_index(drop=True), sorted(unfinished)
 
 
@@ -96,10 +107,31 @@ def code_version(run_dir: RunDir, result: dict[str, Any]) -> str | None:
     return f"{version}+g{commit[:10]}" if version and commit else version
 
 
-#: columns added after the first exports (read as empty from those)
-LATER_COLUMNS = ("worst_group_accuracy",)
+#: the layers above a method's recipe and the run's preset (``config.resolve_layers``): a
+#: setting from one of them makes the run a variant of the recipe, not the recipe
+OFF_RECIPE = ("--epochs", "tuned", "--set")
+
+
+def overrides(config: dict[str, Any]) -> str:
+    """The settings a run took from outside its recipe and preset (``--set``, ``--epochs``, a
+    tuned file) as sorted ``key=value`` pairs, ``""`` for a run of the recipe. Speed-only
+    settings (left out of the run id) do not count."""
+    hparams = config.get("hparams") or {}
+    try:
+        counted = RunConfig.from_json(config).identity()["hparams"]
+    except Exception:  # a method this process does not know: every setting counts
+        counted = hparams
+    sources = config.get("sources") or {}
+    keys = sorted(k for k, src in sources.items() if src in OFF_RECIPE and k in counted)
+    return ", ".join(f"{k}={json.dumps(hparams.get(k), separators=(',', ':'))}" for k in keys)
+
+
+#: columns added after the first exports (read as empty from those: ``overrides`` came after
+#: exports that only ever held runs of the recipe)
+LATER_COLUMNS = {"worst_group_accuracy": float("nan"), "overrides": ""}
 #: what identifies a row of the export: one run's one selection
-ROW_KEY = ["method", "dataset", "ratio", "seed", "protocol", "preset", "selection"]
+ROW_KEY = ["method", "dataset", "ratio", "seed", "protocol", "preset", "overrides", "selection"]
+SORT = ["dataset", "method", "ratio", "seed", "overrides", "selection"]
 
 
 def merge_frames(kept: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
@@ -111,7 +143,7 @@ def merge_frames(kept: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
     old_keys = kept[key].astype(str).itertuples(index=False)
     keep = kept[[tuple(k) not in new_keys for k in old_keys]]
     frame = pd.concat([keep, new], ignore_index=True).reindex(columns=COLUMNS)
-    frame = frame.sort_values(["dataset", "method", "ratio", "seed", "selection"], kind="stable")
+    frame = frame.sort_values(SORT, kind="stable")
     return frame.reset_index(drop=True)
 
 
@@ -124,9 +156,11 @@ def read_csv(path: Path) -> pd.DataFrame:
     if not path.is_file():
         raise ConfigError(f"no reproduction CSV at {path}", hint="bench reproduce export first")
     frame = pd.read_csv(path)
-    for column in LATER_COLUMNS:  # exports written before these columns were
+    for column, empty in LATER_COLUMNS.items():  # exports written before these columns were
         if column not in frame.columns:
-            frame[column] = float("nan")
+            frame[column] = empty
+    # an all-empty column reads as floats (NaN): the recipe
+    frame["overrides"] = [v if isinstance(v, str) else "" for v in frame["overrides"]]
     missing = [c for c in COLUMNS if c not in frame.columns]
     if missing:
         raise ConfigError(
@@ -187,6 +221,59 @@ def explanation(explanations: dict[str, Any], dataset: str, method: str, ratio: 
     return str(per_method.get("all", "")).strip()
 
 
+def chosen_rows(
+    frame: pd.DataFrame, dataset: str, selection: str, protocol: str, preset: str
+) -> pd.DataFrame:
+    """The rows of ``dataset`` under one selection, protocol and preset."""
+    return frame[
+        (frame["dataset"] == dataset)
+        & (frame["selection"] == selection)
+        & (frame["protocol"] == protocol)
+        & (frame["preset"] == preset)
+    ]
+
+
+@dataclass(frozen=True)
+class Variant:
+    """Runs of one method and ratio with settings off its recipe (``overrides``): evidence
+    for a departure, never compared with the paper."""
+
+    method: str
+    ratio: float
+    overrides: str
+    mean: float | None
+    std: float | None
+    n: int
+
+
+def variants(
+    frame: pd.DataFrame, dataset: str, selection: str, protocol: str, preset: str
+) -> list[Variant]:
+    """The runs off the recipe, one entry per method, ratio and set of overrides."""
+    rows = chosen_rows(frame, dataset, selection, protocol, preset)
+    rows = rows[rows["overrides"] != ""]
+    order = method_order(sorted(set(rows["method"])))
+    out = []
+    for (method, ratio, changed), group in rows.groupby(["method", "ratio", "overrides"]):
+        mean, std, n = seed_stats(group["accuracy"])
+        out.append(Variant(str(method), float(ratio), str(changed), mean, std, n))
+    return sorted(out, key=lambda v: (order.index(v.method), v.ratio, v.overrides))
+
+
+def render_variants(found: list[Variant]) -> str:
+    """The runs off the recipe as a Markdown table."""
+    lines = [
+        "| method | ratio (%) | settings off the recipe | ours | n |",
+        "|---|---:|---|---:|---:|",
+    ]
+    for v in found:
+        lines.append(
+            f"| {method_name(v.method)} | {v.ratio:g} | `{v.overrides}` | "
+            f"{_stat(v.mean, v.std)} | {v.n} |"
+        )
+    return "\n".join(lines)
+
+
 def compare_frame(
     frame: pd.DataFrame,
     dataset: str,
@@ -200,12 +287,8 @@ def compare_frame(
     method order then ratio; ours from the rows of ``selection``, ``protocol``, ``preset``."""
     paper = paper or load_paper()
     explanations = explanations or {}
-    rows = frame[
-        (frame["dataset"] == dataset)
-        & (frame["selection"] == selection)
-        & (frame["protocol"] == protocol)
-        & (frame["preset"] == preset)
-    ]
+    rows = chosen_rows(frame, dataset, selection, protocol, preset)
+    rows = rows[rows["overrides"] == ""]  # the recipe's runs: variants are not compared
     keys = {(m, r) for d, r, m in paper.accuracy if d == dataset}
     keys |= {(m, float(r)) for m, r in zip(rows["method"], rows["ratio"], strict=True)}
     order = method_order([m for m, _ in keys])
@@ -306,6 +389,9 @@ def render_readme(
     if reasons:
         parts += ["", "Reasons for the flagged cells:", ""]
         parts += [f"{k}. {text}" for k, text in enumerate(reasons, 1)]
+    found = variants(frame, dataset, selection, protocol, preset)
+    if found:
+        parts += ["", f"{VARIANTS_HEADING}:", "", render_variants(found)]
     if incomplete:
         parts += ["", "Cells without all seeds (running, failed or not run yet):", ""]
         parts += [f"- {line}" for line in incomplete]

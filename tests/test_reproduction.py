@@ -6,6 +6,7 @@ leaves them), so the export reads exactly what a sweep leaves behind.
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -25,9 +26,12 @@ from debias_bench.reproduction import (
     explanation,
     export_frame,
     is_flagged,
+    merge_frames,
     read_csv,
     render_readme,
     render_table,
+    render_variants,
+    variants,
     write_csv,
 )
 from debias_bench.states import RunState
@@ -56,10 +60,12 @@ def write_run(
     state: str = "done",
     dataset: str = "cmnist",
     commit: str | None = None,
+    overrides: dict[str, Any] | None = None,
 ) -> RunDir:
     """A run as the engine leaves it; ``acc`` is the test accuracy of ``last`` (best_valid +1,
-    best_test +2). Its config records the code that planned it as version 0.1.0 at ``commit``."""
-    config = make_config(method, dataset, ratio, seed)
+    best_test +2). Its config records the code that planned it as version 0.1.0 at ``commit``;
+    ``overrides`` are its ``--set`` values."""
+    config = make_config(method, dataset, ratio, seed, overrides=overrides)
     run = RunStore(root).run(config.run_id)
     provenance = {"code_version": "0.1.0", "git_commit": commit}
     run.plan({**config_json(config), "provenance": provenance})
@@ -145,6 +151,66 @@ def test_export_rows_and_columns(store: Path, tmp_path: Path) -> None:
     back = read_csv(path)
     assert list(back.columns) == COLUMNS and len(back) == 21
     pd.testing.assert_series_equal(back["accuracy"], frame["accuracy"].astype(float))
+
+
+def test_runs_off_the_recipe_are_variants_never_averaged_with_the_recipe(store: Path) -> None:
+    """Runs with ``--set`` values (evidence runs) export with their overrides; the comparison
+    with the paper takes the recipe's runs only and lists the variants apart."""
+    write_run(store, "vanilla", 1.0, 0, 30.0, overrides={"lr": 0.01, "mlp_hidden": [100, 16]})
+    write_run(store, "vanilla", 1.0, 1, 32.0, overrides={"lr": 0.01, "mlp_hidden": [100, 16]})
+    write_run(store, "vanilla", 1.0, 0, 40.0, overrides={"epochs": 10})
+    frame, _ = export_frame(RunStore(store), "cmnist")
+    last = frame[(frame["method"] == "vanilla") & (frame["selection"] == "last")]
+    assert sorted(zip(last["seed"], last["overrides"], last["accuracy"], strict=True)) == [
+        (0, "", 54.0),
+        (0, "epochs=10", 40.0),
+        (0, "lr=0.01, mlp_hidden=[100,16]", 30.0),
+        (1, "", 55.0),
+        (1, "lr=0.01, mlp_hidden=[100,16]", 32.0),
+        (2, "", 56.0),
+    ]
+    cells = compare_frame(frame, "cmnist", paper=PAPER)
+    vanilla = next(c for c in cells if c.method == "vanilla")
+    assert (vanilla.ours_mean, vanilla.n) == (55.0, 3)  # the recipe's three seeds only
+    found = variants(frame, "cmnist", "last", "official", "paper")
+    assert [(v.overrides, v.mean, v.n) for v in found] == [
+        ("epochs=10", 40.0, 1),
+        ("lr=0.01, mlp_hidden=[100,16]", 31.0, 2),
+    ]
+    assert "`lr=0.01, mlp_hidden=[100,16]` | 31.00 ± 1.41 | 2 |" in render_variants(found)
+    readme = render_readme(frame, cells, "cmnist", "last", "official", "paper", {}, "cmnist.csv", 3)
+    assert "Runs off the recipe" in readme and "`epochs=10`" in readme
+    # merged into an export from before the overrides column: rows of the same run replace
+    # those rows, variants add theirs (the older rows were all of the recipe)
+    old = frame[frame["overrides"] == ""].drop(columns="overrides")
+    merged = merge_frames(old.assign(overrides=""), frame)
+    assert len(merged) == len(frame)
+
+
+def test_stale_runs_export_only_when_asked_under_the_code_that_trained_them(
+    store: Path,
+) -> None:
+    """A finished run whose method code changed since is stale: listed as not done, unless
+    ``stale=True`` asks for the result that older code made (its code_version says which)."""
+    run = write_run(store, "lff", 2.0, 0, 60.0, commit="fedcba9876" * 4)
+    result = json.loads(run.result_path.read_text())
+    run.result_path.write_text(json.dumps({**result, "code": "0" * 16}))
+    frame, unfinished = export_frame(RunStore(store), "cmnist")
+    assert f"{run.run_id} (stale)" in unfinished and 2.0 not in set(frame["ratio"])
+    frame, unfinished = export_frame(RunStore(store), "cmnist", stale=True)
+    row = frame[(frame["ratio"] == 2.0) & (frame["selection"] == "last")]
+    assert list(row["accuracy"]) == [60.0] and list(row["code_version"]) == ["0.1.0+gfedcba9876"]
+    assert all(run.run_id not in u for u in unfinished)
+
+
+def test_read_csv_of_an_export_before_overrides_reads_them_as_the_recipe(
+    store: Path, tmp_path: Path
+) -> None:
+    frame, _ = export_frame(RunStore(store), "cmnist")
+    path = tmp_path / "old.csv"
+    frame.drop(columns="overrides").to_csv(path, index=False)
+    back = read_csv(path)
+    assert set(back["overrides"]) == {""} and set(COLUMNS) <= set(back.columns)
 
 
 def test_export_all_datasets(store: Path) -> None:

@@ -23,6 +23,7 @@ from debias_bench.errors import ConfigError
 from debias_bench.reporting.layout import reference_layout
 from debias_bench.reporting.plots import plot_reproduction
 from debias_bench.reproduction import (
+    VARIANTS_HEADING,
     caption,
     compare_frame,
     export_frame,
@@ -32,6 +33,8 @@ from debias_bench.reproduction import (
     reason_notes,
     render_readme,
     render_table,
+    render_variants,
+    variants,
     write_csv,
 )
 from debias_bench.store import RunStore
@@ -41,11 +44,14 @@ from .common import command_with_verbs
 DEFAULT_EXPLANATIONS = Path("results/reproduction/explanations.yaml")
 
 
-def export(store_root: Path, dataset: str | None, output: Path, merge: bool) -> None:
+def export(
+    store_root: Path, dataset: str | None, output: Path, merge: bool, stale: bool = False
+) -> None:
     """Write ``output``: one row per done run (of ``dataset``) and selection; with ``merge``,
-    the rows of an existing ``output`` for runs the store does not hold are kept."""
-    frame, unfinished = export_frame(RunStore(store_root), dataset)
-    runs = frame[["method", "ratio", "seed", "protocol", "preset"]].drop_duplicates()
+    the rows of an existing ``output`` for runs the store does not hold are kept; with
+    ``stale``, runs finished by older code of their method or dataset are written too."""
+    frame, unfinished = export_frame(RunStore(store_root), dataset, stale=stale)
+    runs = frame[["method", "ratio", "seed", "protocol", "preset", "overrides"]].drop_duplicates()
     added = f"{len(frame)} rows from {len(runs)} done runs"
     if merge and output.is_file():
         frame = merge_frames(read_csv(output), frame)
@@ -61,7 +67,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     if not store.is_dir():
         print(f"error: no run store at {store}", file=sys.stderr)
         return 2
-    export(store, args.dataset, Path(args.output), args.merge)
+    export(store, args.dataset, Path(args.output), args.merge, stale=args.stale)
     return 0
 
 
@@ -99,6 +105,9 @@ def comparison(
     text = f"{title}\n\n{render_table(cells, numbered=numbered)}"
     if numbered:
         text += "".join(f"\n\n({k}) {note}" for k, note in enumerate(reason_notes(cells), 1))
+    found = variants(frame, dataset, selection, protocol, preset)
+    if found:
+        text += f"\n\n{VARIANTS_HEADING}:\n\n{render_variants(found)}"
     if plot:
         heading = f"{title.split(';')[0]}: ours (mean ± std over seeds) and the paper"
         print(f"wrote {plot_reproduction(cells, heading, plot)}", file=sys.stderr)
@@ -243,6 +252,13 @@ def add(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="keep the rows of an existing --output for runs this store does not hold (a "
         "reproduction spread over the stores of several sessions); the store's rows win",
+    )
+    export.add_argument(
+        "--stale",
+        action="store_true",
+        help="also write runs that finished under older code of their method or dataset "
+        "(their code_version names the commit that trained them); without it they are listed "
+        "as not done",
     )
     export.set_defaults(func=cmd_export)
 

@@ -82,8 +82,10 @@ def from_run_id(run_id: str) -> dict[str, Any]:
     }
 
 
-def run_rows(run_dir: RunDir) -> list[dict[str, Any]]:
-    """The rows of one run: one per (selection, split) when done, else one with its state."""
+def run_rows(run_dir: RunDir, stale_results: bool = False) -> list[dict[str, Any]]:
+    """The rows of one run: one per (selection, split) when done, else one with its state.
+    With ``stale_results``, a stale run that finished gives its result's rows too (state
+    ``stale``, the note saying what changed): what older code of its method or dataset made."""
     facts = run_dir.facts()
     state = effective_state(facts)
     try:
@@ -98,9 +100,11 @@ def run_rows(run_dir: RunDir) -> list[dict[str, Any]]:
     if facts.fault:  # one line, paths relative to the store: the tables list it under them
         fault = facts.fault.replace(f"{run_dir.path.parent}/", "").replace("\n  hint: ", "; ")
         return [{**base, "note": fault}]
-    if state is RunState.STALE:
+    if state is RunState.STALE and not (stale_results and run_dir.result_path.is_file()):
         return [{**base, "note": facts.stale}]
-    if state is not RunState.DONE:
+    if state is RunState.STALE:
+        base["note"] = facts.stale
+    if state not in (RunState.DONE, RunState.STALE):
         return [{**base, "note": _status_note(run_dir.status())}]
     result = run_dir.result() or {}
     base.update({k: result.get(k) for k in RESULT_COLUMNS})
