@@ -128,7 +128,7 @@ def overrides(config: dict[str, Any]) -> str:
 
 #: columns added after the first exports (read as empty from those: ``overrides`` came after
 #: exports that only ever held runs of the recipe)
-LATER_COLUMNS = {"worst_group_accuracy": float("nan"), "overrides": ""}
+LATER_COLUMNS: dict[str, Any] = {"worst_group_accuracy": float("nan"), "overrides": ""}
 #: what identifies a row of the export: one run's one selection
 ROW_KEY = ["method", "dataset", "ratio", "seed", "protocol", "preset", "overrides", "selection"]
 SORT = ["dataset", "method", "ratio", "seed", "overrides", "selection"]
@@ -254,9 +254,10 @@ def variants(
     rows = rows[rows["overrides"] != ""]
     order = method_order(sorted(set(rows["method"])))
     out = []
-    for (method, ratio, changed), group in rows.groupby(["method", "ratio", "overrides"]):
+    for key, group in rows.groupby(["method", "ratio", "overrides"]):
+        method, ratio, changed = (str(part) for part in key)
         mean, std, n = seed_stats(group["accuracy"])
-        out.append(Variant(str(method), float(ratio), str(changed), mean, std, n))
+        out.append(Variant(method, float(ratio), changed, mean, std, n))
     return sorted(out, key=lambda v: (order.index(v.method), v.ratio, v.overrides))
 
 
