@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from conftest import ToyFamily, bench_env, make_toy_split
 from planted import finish_running, plant
 
@@ -128,18 +129,24 @@ def statuses(out: Path) -> dict[float, dict]:
 def test_threads_flag_reaches_the_worker_and_busy_cores_are_named(
     tmp_path, in_process, monkeypatch
 ):
-    monkeypatch.setattr(os, "getloadavg", lambda: (9.0, 9.0, 9.0))  # another sweep's load
+    cores = len(os.sched_getaffinity(0))
+    busy = (4.0 * cores, 4.0 * cores, 4.0 * cores)  # another sweep's load on every core
+    monkeypatch.setattr(os, "getloadavg", lambda: busy)
     out = tmp_path / "runs"
-    local = ["--launcher", "local", "--workers", "1", "--threads", "1"]
+    local = ["--launcher", "local", "--workers", "1", "--threads", "2"]
     code, _, err = in_process("run", *bench_args(out, "1", steps=10), *local)
     assert code == 0, err
-    assert statuses(out)[1.0]["threads"] == 1
-    assert "warning: the " in err and "oversubscribe" in err and "taskset" in err
-    code, _, err = in_process("run", *bench_args(out, "1", steps=10))  # inline: warned too
-    assert code == 0 and "0 ran" in err and "oversubscribe" in err
-    monkeypatch.setattr(os, "getloadavg", lambda: (0.1, 0.1, 0.1))  # an idle machine
-    code, _, err = in_process("run", *bench_args(out, "1", steps=10))
-    assert code == 0 and "warning" not in err
+    assert statuses(out)[1.0]["threads"] == 2
+    assert "warning: the " in err and "oversubscribe" in err and "--threads 1" in err
+    code, _, err = in_process("run", *bench_args(out, "1", steps=10), *local)
+    assert code == 0 and "0 ran" in err and "warning" not in err  # nothing to run: no warning
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)  # an inline sweep on two threads of the busy cores: warned too
+    try:
+        code, _, err = in_process("run", *bench_args(out, "1", seeds="1", steps=10))
+    finally:
+        torch.set_num_threads(before)
+    assert code == 0 and "oversubscribe" in err and "OMP_NUM_THREADS=1" in err
     code, _, err = in_process("run", *bench_args(out, "1"), "--launcher", "local", "--threads", "0")
     assert code == 2 and "--threads" in err and "Traceback" not in err
 

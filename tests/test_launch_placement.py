@@ -81,7 +81,9 @@ def test_oversubscription_is_named_only_when_the_cores_are_busy():
     assert "load of 2.0" in said and "1 CPU worker(s) x 2 thread(s)" in said
     assert "OMP_NUM_THREADS=1" in said and "--threads 1" in said and "taskset" in said
     assert oversubscription(one_worker, cores=2, load=0.4) is None  # an idle machine
-    assert oversubscription(plan_slots(1, [], cores=2, threads=1), cores=2, load=1.0) is None
+    one_thread = plan_slots(1, [], cores=2, threads=1)  # nothing of this sweep's to lower
+    assert oversubscription(one_thread, cores=2, load=1.0) is None
+    assert oversubscription(one_thread, cores=2, load=6.0) is None
     assert oversubscription(plan_slots(2, ["0", "1"], cores=2), cores=2, load=4.0) is None  # GPU
 
 

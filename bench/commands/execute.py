@@ -161,6 +161,9 @@ def execute(
         f"{where}, preset {args.preset}, protocol {args.protocol}",
         file=sys.stderr,
     )
+    crowded = launcher.crowding() if todo else None
+    if crowded:
+        print(f"warning: {crowded}", file=sys.stderr)
     with _handling(signals, on_signal):
         sweep = schedule(
             launcher,

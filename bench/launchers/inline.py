@@ -27,7 +27,7 @@ from debias_bench.sweep import run_one, worker_identity
 
 from .factories import Launchable, LaunchContext, register_launcher
 from .scheduler import Ended, Launcher, Task
-from .slots import Slot, warn_if_crowded
+from .slots import Slot, crowding_now
 
 
 @register_launcher(
@@ -52,13 +52,15 @@ class InlineLauncher(Launchable):
     def from_args(cls, args: argparse.Namespace, ctx: LaunchContext) -> Launcher:
         if ctx.timeout_s:
             raise ConfigError("--timeout needs --launcher local or slurm (a run in a process)")
-        device = resolve_device(ctx.device)
-        if device.type == "cpu":
-            warn_if_crowded([Slot(0, None, torch.get_num_threads())])
-        return cls(ctx, device)
+        return cls(ctx, resolve_device(ctx.device))
 
     def free(self) -> int:
         return 1
+
+    def crowding(self) -> str | None:
+        if self.device.type != "cpu":
+            return None
+        return crowding_now([Slot(0, None, torch.get_num_threads())])
 
     def _on_ctrl_c(self, signum: int, _frame: Any) -> None:
         if self.stop_signal is not None:

@@ -24,14 +24,7 @@ from .job import WorkerJob
 from .plugins import env_plugins
 from .process import WorkerProcess
 from .scheduler import Ended, Launcher, Task
-from .slots import (
-    Slot,
-    SlotPool,
-    plan_slots,
-    user_threads,
-    visible_gpus,
-    warn_if_crowded,
-)
+from .slots import Slot, SlotPool, crowding_now, plan_slots, user_threads, visible_gpus
 
 #: the most workers or runs per GPU a flag may ask for: far beyond any machine, short of a typo
 MAX_WORKERS = 1024
@@ -84,15 +77,16 @@ class LocalLauncher(Launchable):
         from debias_bench.preflight import check_worker_imports
 
         check_worker_imports(cls.name)  # torchvision, once here rather than in every worker
-        slots = local_slots(ctx.device, args.workers, args.jobs_per_gpu, args.threads)
-        warn_if_crowded(slots)
-        return cls(ctx, slots)
+        return cls(ctx, local_slots(ctx.device, args.workers, args.jobs_per_gpu, args.threads))
 
     def free(self) -> int:
         return self.pool.free()
 
     def parallelism(self) -> int:
         return len(self.pool.slots)
+
+    def crowding(self) -> str | None:
+        return crowding_now(self.pool.slots)
 
     def job(self, task: Task, slot: Slot) -> WorkerJob:
         return self.ctx.worker_job(

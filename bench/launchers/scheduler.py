@@ -90,6 +90,12 @@ class Launcher(ABC):
         """How many runs execute at once (for the ETA)."""
         return 1
 
+    def crowding(self) -> str | None:
+        """Why this launcher's CPU workers would oversubscribe this machine's busy cores now,
+        with the fixes (printed as a warning when a sweep has runs to do); None when they fit
+        or it cannot tell."""
+        return None
+
     def detach(self) -> str | None:
         """When the sweep process stops while runs are active: a message if they keep going
         without it (SLURM), or None if the sweep must wait for them to stop (local)."""

@@ -12,13 +12,12 @@ user set it (as torch honours it in one process), else ``cores // workers`` (at 
 through ``OMP_NUM_THREADS`` and friends and ``torch.set_num_threads`` in the worker. The cores
 are those this process may run on (``taskset``, a Slurm allocation). Two sweeps on one machine
 each take all of them unless told otherwise: :func:`oversubscription` says so when the cores are
-already busy as a sweep starts (two such sweeps ran Colored MNIST 3-6x slower here).
+already busy as a sweep starts (two such sweeps ran Colored MNIST 5-10x slower here).
 """
 
 from __future__ import annotations
 
 import os
-import sys
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -108,10 +107,12 @@ def plan_slots(
 
 def oversubscription(slots: list[Slot], cores: int, load: float) -> str | None:
     """Why the CPU workers of ``slots`` would oversubscribe ``cores`` that already carry a load
-    average of ``load`` (another sweep, a build), with the two fixes; None when they fit. A
-    load under one is taken as noise."""
-    wanted = sum(slot.threads for slot in slots if slot.gpu is None)
-    if not wanted or load < 1 or load + wanted <= cores + 0.5:
+    average of ``load`` (another sweep, a build), with the two fixes; None when they fit, and
+    when each worker has one thread already (nothing of this sweep's to lower). A load under
+    one is taken as noise."""
+    cpu = [slot for slot in slots if slot.gpu is None]
+    wanted = sum(slot.threads for slot in cpu)
+    if max((s.threads for s in cpu), default=0) < 2 or load < 1 or load + wanted <= cores + 0.5:
         return None
     threads = max(1, int(cores - load + 0.5) // len(slots))
     return (
@@ -123,11 +124,9 @@ def oversubscription(slots: list[Slot], cores: int, load: float) -> str | None:
     )
 
 
-def warn_if_crowded(slots: list[Slot]) -> None:
-    """Print :func:`oversubscription`'s warning for ``slots`` on this machine, now."""
-    said = oversubscription(slots, cpu_cores(), os.getloadavg()[0])
-    if said:
-        print(f"warning: {said}", file=sys.stderr)
+def crowding_now(slots: list[Slot]) -> str | None:
+    """:func:`oversubscription` of ``slots`` on this machine's cores and load, now."""
+    return oversubscription(slots, cpu_cores(), os.getloadavg()[0])
 
 
 class SlotPool:
