@@ -197,6 +197,12 @@ def recipe_dataset(method: str, dataset: str) -> str | None:
     return recipe if recipe in entries else None
 
 
+#: the sources of the layers above a method's recipe and the run's preset: a value from one
+#: of them makes a run a variant of its recipe (``reproduction.overrides``)
+EPOCHS_LAYER, TUNED_LAYER, SET_LAYER = "--epochs", "tuned", "--set"
+OFF_RECIPE_LAYERS = (EPOCHS_LAYER, TUNED_LAYER, SET_LAYER)
+
+
 def resolve_layers(
     method: str,
     dataset: str,
@@ -254,9 +260,9 @@ def resolve_layers(
     layer(f"{method}.yaml presets.{preset}", (doc.get("presets") or {}).get(preset))
     layer(f"{method}.yaml datasets.{own}.presets.{preset}{via}", dataset_presets.get(preset))
     if epochs is not None:
-        layer("--epochs", {"epochs": epochs, "steps": None})
-    layer("tuned", tuned)
-    layer("--set", overrides)
+        layer(EPOCHS_LAYER, {"epochs": epochs, "steps": None})
+    layer(TUNED_LAYER, tuned)
+    layer(SET_LAYER, overrides)
     _check_required(table, values, f"{method} on {dataset}")
     scale_to_run(table, values, sources, recipe, recipe_sources, dataset, ratio)
     return Resolution(values, sources, recipe=own if own != dataset else None)

@@ -28,7 +28,7 @@ from typing import Any
 import pandas as pd
 import yaml
 
-from debias_bench.config import RunConfig
+from debias_bench.config import OFF_RECIPE_LAYERS, RunConfig
 from debias_bench.errors import ConfigError
 from debias_bench.reporting.layout import method_name, method_order
 from debias_bench.reporting.paper import PaperNumbers, load_paper
@@ -107,11 +107,6 @@ def code_version(run_dir: RunDir, result: dict[str, Any]) -> str | None:
     return f"{version}+g{commit[:10]}" if version and commit else version
 
 
-#: the layers above a method's recipe and the run's preset (``config.resolve_layers``): a
-#: setting from one of them makes the run a variant of the recipe, not the recipe
-OFF_RECIPE = ("--epochs", "tuned", "--set")
-
-
 def overrides(config: dict[str, Any]) -> str:
     """The settings a run took from outside its recipe and preset (``--set``, ``--epochs``, a
     tuned file) as sorted ``key=value`` pairs, ``""`` for a run of the recipe. Speed-only
@@ -122,7 +117,7 @@ def overrides(config: dict[str, Any]) -> str:
     except Exception:  # a method this process does not know: every setting counts
         counted = hparams
     sources = config.get("sources") or {}
-    keys = sorted(k for k, src in sources.items() if src in OFF_RECIPE and k in counted)
+    keys = sorted(k for k, src in sources.items() if src in OFF_RECIPE_LAYERS and k in counted)
     return ", ".join(f"{k}={json.dumps(hparams.get(k), separators=(',', ':'))}" for k in keys)
 
 

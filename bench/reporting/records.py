@@ -100,11 +100,11 @@ def run_rows(run_dir: RunDir, stale_results: bool = False) -> list[dict[str, Any
     if facts.fault:  # one line, paths relative to the store: the tables list it under them
         fault = facts.fault.replace(f"{run_dir.path.parent}/", "").replace("\n  hint: ", "; ")
         return [{**base, "note": fault}]
-    if state is RunState.STALE and not (stale_results and run_dir.result_path.is_file()):
-        return [{**base, "note": facts.stale}]
     if state is RunState.STALE:
         base["note"] = facts.stale
-    if state not in (RunState.DONE, RunState.STALE):
+        if not (stale_results and run_dir.result_path.is_file()):
+            return [base]
+    elif state is not RunState.DONE:
         return [{**base, "note": _status_note(run_dir.status())}]
     result = run_dir.result() or {}
     base.update({k: result.get(k) for k in RESULT_COLUMNS})
