@@ -403,6 +403,10 @@ def run_cell(cell: Cell) -> Measurement:
     _import_models()
     device = torch.device(cell.device)
     if device.type == "cuda":
+        # a fresh process has no CUDA context yet, and resetting the memory statistics before
+        # one exists fails ("Invalid device argument"): seen on an H200, every cell
+        torch.cuda.init()
+        torch.cuda.set_device(device)
         torch.cuda.reset_peak_memory_stats(device)
     start_mb = peak_memory(device)[0]
     measure = measure_bare if cell.method == BARE else measure_harness
