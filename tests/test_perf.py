@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import json
 import math
+import signal
 import subprocess
+import sys
 import time
 
 import pytest
@@ -180,6 +182,31 @@ def test_cli_reports_cells_that_did_not_finish(capsys):
     out = capsys.readouterr().out
     assert "timed out after 0.5 s (--cell-timeout)" in out  # in the table's note column
     assert "cmnist etf_debias: not measured (timed out after 0.5 s" in out  # and the projection's
+
+
+def test_a_stopped_perf_keeps_the_cells_it_measured(tmp_path):
+    """SIGTERM (a job's time limit) during the second cell: the first is still summarised and
+    written, the JSON says how many were planned, and the exit code says it was stopped."""
+    out = tmp_path / "perf.json"
+    args = "--datasets cmnist --methods etf_debias --steps 2 --warmup 1 --repeats 1 --threads 1"
+    perf = subprocess.Popen(
+        [sys.executable, "-m", "debias_bench.cli", "perf", *args.split(), "--json", str(out)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert perf.stderr is not None
+    for line in perf.stderr:
+        if line.startswith("[1/3]"):
+            perf.send_signal(signal.SIGTERM)  # the second cell's process is starting
+            break
+    stdout, stderr = perf.communicate(timeout=120)
+    assert perf.returncode == 130, stderr
+    assert "stopped during cell 2 of 3 (cmnist vanilla)" in stderr
+    assert "stopped: 1 of 3 cells measured" in stderr
+    assert "bare PyTorch loop" in stdout and "| cmnist    | etf_debias" not in stdout
+    data = json.loads(out.read_text())
+    assert data["cells_planned"] == 3 and [m["method"] for m in data["measurements"]] == [BARE]
 
 
 def test_cli_unknown_method_is_a_clear_error(capsys):

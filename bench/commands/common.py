@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
-from collections.abc import Callable
+import signal
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Literal
 
 from debias_bench.errors import ConfigError
@@ -116,3 +118,14 @@ def duration(text: str) -> float:
             f"({describe_range('seconds', 0, MAX_SECONDS, True)})"
         )
     return seconds
+
+
+@contextlib.contextmanager
+def handling(signals: Sequence[int], handler: Any) -> Iterator[None]:
+    """Install ``handler`` for ``signals`` for the block, then restore the previous ones."""
+    previous = {sig: signal.signal(sig, handler) for sig in signals}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)

@@ -6,10 +6,9 @@ before anything is recorded, the signals that stop a sweep, and each run's progr
 from __future__ import annotations
 
 import argparse
-import contextlib
 import signal
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable
 from typing import Any
 
 from tqdm import tqdm
@@ -26,7 +25,7 @@ from debias_bench.store import RunStore
 from debias_bench.sweep import MAX_ATTEMPTS, plan, record_submission
 from debias_bench.tracking import TRACKERS, parse_specs, prepare_trackers
 
-from .common import MAX_GRACE_S, duration, number
+from .common import MAX_GRACE_S, duration, handling, number
 
 
 class CliProgress(Progress):
@@ -86,17 +85,6 @@ def _record_jobs(store: RunStore) -> Callable[[dict[str, str]], None]:
             record_submission(store.run(run_id), job_id)
 
     return submitted
-
-
-@contextlib.contextmanager
-def _handling(signals: Sequence[int], handler: Any) -> Iterator[None]:
-    """Install ``handler`` for ``signals`` for the block, then restore the previous ones."""
-    previous = {sig: signal.signal(sig, handler) for sig in signals}
-    try:
-        yield
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
 
 
 def _prepared_launcher(
@@ -164,7 +152,7 @@ def execute(
     crowded = launcher.crowding() if todo else None
     if crowded:
         print(f"warning: {crowded}", file=sys.stderr)
-    with _handling(signals, on_signal):
+    with handling(signals, on_signal):
         sweep = schedule(
             launcher,
             configs,

@@ -12,6 +12,7 @@ import argparse
 import json
 import os
 import platform
+import signal
 import sys
 import time
 from collections.abc import Callable
@@ -35,7 +36,7 @@ from debias_bench.perf import (
 from debias_bench.projection import PAPER_SEEDS, Projection, project
 from debias_bench.registry import DATASETS, METHODS
 
-from .common import data_args
+from .common import data_args, handling
 from .perf_tables import (
     TARGET,
     Key,
@@ -64,14 +65,23 @@ def run_plan(
     timeout_s: float | None = None,
 ) -> list[Measurement]:
     """Measure every cell in its own process (stopped after ``timeout_s``), reporting a line
-    per finished cell."""
-    found = []
+    per finished cell. Ctrl-C or SIGTERM (a job's time limit) ends the plan early: the cells
+    measured so far are returned, so what they cost is not lost."""
+    found: list[Measurement] = []
     seen: dict[Key, int] = {}
     for i, cell in enumerate(cells, 1):
         key = (cell.dataset, cell.method)
         seen[key] = seen.get(key, 0) + 1
         started = time.perf_counter()
-        m = run_cell_subprocess(cell, timeout_s)
+        try:
+            with handling([signal.SIGTERM], signal.default_int_handler):
+                m = run_cell_subprocess(cell, timeout_s)
+        except KeyboardInterrupt:
+            report(
+                f"stopped during cell {i} of {len(cells)} ({cell.dataset} {cell.method}): "
+                f"what follows covers the {_plural(len(found), 'cell')} measured before it"
+            )
+            break
         found.append(m)
         repeat = f" #{seen[key]}" if cell.method in (BARE, "vanilla") else ""
         what = m.error or (
@@ -202,8 +212,25 @@ def cmd_perf(args: argparse.Namespace) -> int:
     if not args.batch_size:
         print("\n".join(render_projection(projection, args.project)))
     if args.json:
-        write_json(Path(args.json), args, where, device, measurements, rows, comparison, projection)
+        write_json(
+            Path(args.json),
+            args,
+            where,
+            device,
+            measurements,
+            rows,
+            comparison,
+            projection,
+            len(cells),
+        )
         print(f"measurements written to {args.json}", file=sys.stderr)
+    if len(measurements) < len(cells):
+        print(
+            f"stopped: {len(measurements)} of {len(cells)} cells measured; the tables above "
+            "cover those only",
+            file=sys.stderr,
+        )
+        return 130
     failed = [m for m in measurements if m.error and not m.error.startswith("skipped")]
     return 1 if failed else 0
 
@@ -253,6 +280,7 @@ def write_json(
     rows: list[dict[str, Any]],
     comparison: dict[str, dict[str, float]],
     projection: Projection,
+    planned: int,
 ) -> None:
     data = {
         "device": where,
@@ -269,6 +297,7 @@ def write_json(
         "cell_timeout_s": args.cell_timeout or None,
         "batch_size_override": args.batch_size,
         "target_speed": TARGET,
+        "cells_planned": planned,  # more than len(measurements): stopped early
         "measurements": [m.to_dict() for m in measurements],
         "summary": rows,
         "harness_vs_bare": comparison,
