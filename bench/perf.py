@@ -2,10 +2,13 @@
 
 Cells
     A *cell* is a (dataset, method) pair, or (dataset, :data:`BARE`) for the bare loop. Each
-    cell runs in a fresh subprocess (``python -m debias_bench.perf CELL_JSON``, which prints one
-    JSON line), so its peak memory is its own: on CUDA ``torch.cuda.max_memory_allocated``, on
-    the CPU the process's peak RSS, which includes what Python and torch hold before training.
-    Every cell sets the same thread count (``--threads``) before it starts.
+    cell runs in a process of its own, so its peak memory is its own: on CUDA
+    ``torch.cuda.max_memory_allocated``, on the CPU the process's peak RSS, which includes what
+    Python and torch hold before training. The process is forked from the launchers' warm
+    worker server (torch already imported: a cell of a few steps takes under a second instead
+    of 7-13 s), or, with ``BENCH_WORKER_START=cold``, a fresh interpreter
+    (``python -m debias_bench.perf CELL_JSON``, which prints one JSON line). Every cell sets
+    the same thread count (``--threads``) before it starts.
 
 Data
     Synthetic in-memory tensors shaped like the dataset (its ``DatasetSpec``: image size,
@@ -73,6 +76,7 @@ from debias_bench.data import DatasetSpec, Split, Splits
 from debias_bench.engine import DataPlace, Interrupted, Progress, pinned_threads, train_run
 from debias_bench.family import DatasetFamily
 from debias_bench.hparams import MAX_STEPS, timing_values
+from debias_bench.launchers import forkserver
 from debias_bench.method import HParams
 from debias_bench.methods.common import make_classifier
 from debias_bench.optim import make_optimizer
@@ -417,15 +421,62 @@ def run_cell(cell: Cell) -> Measurement:
     return found
 
 
+def run_cell_isolated(cell: Cell, timeout_s: float | None = None) -> Measurement:
+    """Measure ``cell`` in a process of its own, so that its peak memory is its own: forked
+    from the warm worker server where the platform has one (``BENCH_WORKER_START``), which has
+    already imported Python's and torch's modules (on a GPU machine a fresh interpreter spent
+    about 7 s of each cell's 11-20 s importing), else a fresh interpreter."""
+    if forkserver.available():
+        return run_cell_warm(cell, timeout_s)
+    return run_cell_subprocess(cell, timeout_s)
+
+
+def run_cell_warm(cell: Cell, timeout_s: float | None = None) -> Measurement:
+    """Measure ``cell`` in a child of the warm worker server; a failure comes back as
+    ``error``, as from :func:`run_cell_subprocess`."""
+    with tempfile.TemporaryDirectory(prefix="bench-perf-") as tmp:
+        result, log = Path(tmp) / "measurement.json", Path(tmp) / "stderr.txt"
+        name = f"perf {cell.dataset} {cell.method}"
+        child = forkserver.fork_warm(
+            _warm_child, (cell.to_json(), str(result), str(log)), name, cell.plugins
+        )
+        try:
+            child.join(timeout_s)
+            timed_out = child.is_alive()
+        finally:  # a timeout, or Ctrl-C / SIGTERM in the parent: the cell stops too
+            if child.is_alive():
+                child.kill()
+                child.join()
+        if timed_out:
+            return Measurement(cell.dataset, cell.method, error=_timed_out(timeout_s or 0))
+        if result.is_file():
+            return Measurement.from_dict(json.loads(result.read_text()))
+        if child.exitcode is not None and child.exitcode < 0:
+            return Measurement(
+                cell.dataset, cell.method, error=f"killed by signal {-child.exitcode}"
+            )
+        tail = (log.read_text().strip().splitlines() or [f"exit code {child.exitcode}"])[-1]
+        return Measurement(cell.dataset, cell.method, error=tail)
+
+
+def _warm_child(cell_json: str, result: str, log: str) -> None:
+    """The warm child's body: the cell's stderr to ``log``, its measurement to ``result``."""
+    with open(log, "w") as err, contextlib.redirect_stderr(err), contextlib.redirect_stdout(err):
+        found = _measure(Cell.from_json(cell_json))
+    Path(result).write_text(json.dumps(found.to_dict()))
+
+
+def _timed_out(timeout_s: float) -> str:
+    return f"timed out after {timeout_s:g} s (--cell-timeout)"
+
+
 def run_cell_subprocess(cell: Cell, timeout_s: float | None = None) -> Measurement:
     """Measure ``cell`` in a fresh Python process; a failure comes back as ``error``."""
     command = [sys.executable, "-m", "debias_bench.perf", cell.to_json()]
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s)
     except subprocess.TimeoutExpired:
-        return Measurement(
-            cell.dataset, cell.method, error=f"timed out after {timeout_s:g} s (--cell-timeout)"
-        )
+        return Measurement(cell.dataset, cell.method, error=_timed_out(timeout_s or 0))
     lines = done.stdout.strip().splitlines()
     if lines:
         try:
@@ -441,14 +492,18 @@ def run_cell_subprocess(cell: Cell, timeout_s: float | None = None) -> Measureme
 def main(argv: list[str] | None = None) -> int:
     """Child entry point: measure the cell given as JSON, print the measurement as JSON."""
     args = sys.argv[1:] if argv is None else argv
-    cell = Cell.from_json(args[0] if args else sys.stdin.read())
-    try:
-        found = run_cell(cell)
-    except Exception as exc:  # reported to the parent as the cell's error
-        traceback.print_exc()
-        found = Measurement(cell.dataset, cell.method, error=f"{type(exc).__name__}: {exc}")
+    found = _measure(Cell.from_json(args[0] if args else sys.stdin.read()))
     print(json.dumps(found.to_dict()), flush=True)
     return 1 if found.error and not found.error.startswith("skipped") else 0
+
+
+def _measure(cell: Cell) -> Measurement:
+    """:func:`run_cell`, an exception coming back as the cell's error (its traceback printed)."""
+    try:
+        return run_cell(cell)
+    except Exception as exc:  # reported to the parent as the cell's error
+        traceback.print_exc()
+        return Measurement(cell.dataset, cell.method, error=f"{type(exc).__name__}: {exc}")
 
 
 # --------------------------------------------------------------------------- summaries

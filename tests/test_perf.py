@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import signal
 import subprocess
 import sys
@@ -18,6 +19,7 @@ import torch
 import torch.nn.functional as F
 from conftest import make_toy_split
 
+from debias_bench import perf
 from debias_bench.cli import main
 from debias_bench.data import to_float
 from debias_bench.method import HParams
@@ -31,7 +33,9 @@ from debias_bench.perf import (
     cell_overrides,
     crop_flip,
     run_cell,
+    run_cell_isolated,
     run_cell_subprocess,
+    run_cell_warm,
 )
 from debias_bench.projection import project, run_steps
 from debias_bench.registry import DATASETS
@@ -50,10 +54,26 @@ def test_cell_measures_speed_and_memory(method):
     assert found.peak_mb >= found.start_mb > 0 and found.memory == "peak RSS"
 
 
-def test_cell_in_its_own_process():
-    found = run_cell_subprocess(Cell("cmnist", "vanilla", **TINY))
+#: the two ways a cell gets a process of its own: forked warm (the default), or a fresh
+#: interpreter (``BENCH_WORKER_START=cold``, or a platform without a fork server)
+ISOLATED = pytest.mark.parametrize("isolated", [run_cell_warm, run_cell_subprocess])
+
+
+@ISOLATED
+def test_cell_in_its_own_process(isolated):
+    found = isolated(Cell("cmnist", "vanilla", **TINY))
     assert found.error is None and found.timed_steps == 2 and found.steps_per_s > 0
-    assert found.peak_mb > 0
+    assert found.peak_mb >= found.start_mb > 0
+
+
+def test_cells_fork_warm_unless_told_otherwise(monkeypatch):
+    calls = []
+    monkeypatch.setattr(perf, "run_cell_warm", lambda cell, timeout_s: calls.append("warm"))
+    monkeypatch.setattr(perf, "run_cell_subprocess", lambda cell, timeout_s: calls.append("cold"))
+    run_cell_isolated(Cell("cmnist", "vanilla"))
+    monkeypatch.setenv("BENCH_WORKER_START", "cold")
+    run_cell_isolated(Cell("cmnist", "vanilla"))
+    assert calls == ["warm", "cold"]
 
 
 def test_harness_cell_runs_until_the_minimum_time():
@@ -61,9 +81,13 @@ def test_harness_cell_runs_until_the_minimum_time():
     assert found.error is None and found.timed_steps > 2 and found.seconds >= 0.3
 
 
-def test_slow_or_killed_cells_come_back_as_errors(monkeypatch):
-    found = run_cell_subprocess(Cell("cifar10c", "vanilla", steps=10**6, warmup=1), timeout_s=3)
+@ISOLATED
+def test_slow_cells_come_back_as_errors(isolated):
+    found = isolated(Cell("cifar10c", "vanilla", steps=10**6, warmup=1), timeout_s=3)
     assert found.error == "timed out after 3 s (--cell-timeout)" and found.timed_steps == 0
+
+
+def test_killed_cells_come_back_as_errors(monkeypatch):
 
     def killed(*args, **kwargs):
         return subprocess.CompletedProcess(args, -9, stdout="", stderr="")
@@ -72,8 +96,9 @@ def test_slow_or_killed_cells_come_back_as_errors(monkeypatch):
     assert run_cell_subprocess(Cell("cmnist", "vanilla")).error == "killed by signal 9"
 
 
-def test_cell_failure_comes_back_as_an_error():
-    found = run_cell_subprocess(Cell("cmnist", "no_such_method", **TINY))
+@ISOLATED
+def test_cell_failure_comes_back_as_an_error(isolated):
+    found = isolated(Cell("cmnist", "no_such_method", **TINY))
     assert "no_such_method" in found.error and found.timed_steps == 0
 
 
@@ -185,10 +210,12 @@ def test_cli_reports_cells_that_did_not_finish(capsys):
 
 
 def test_a_stopped_perf_keeps_the_cells_it_measured(tmp_path):
-    """SIGTERM (a job's time limit) during the second cell: the first is still summarised and
-    written, the JSON says how many were planned, and the exit code says it was stopped."""
+    """SIGTERM (a job's time limit) after the first cell: what was measured is still
+    summarised and written, the JSON says how many cells were planned, and the exit code says
+    it was stopped. Seven cells of at least a second each leave the signal time to land."""
     out = tmp_path / "perf.json"
-    args = "--datasets cmnist --methods etf_debias --steps 2 --warmup 1 --repeats 1 --threads 1"
+    args = "--datasets cmnist --methods etf_debias --steps 2 --warmup 1 --threads 1"
+    args += " --repeats 3 --min-time 1"
     perf = subprocess.Popen(
         [sys.executable, "-m", "debias_bench.cli", "perf", *args.split(), "--json", str(out)],
         stdout=subprocess.PIPE,
@@ -197,16 +224,18 @@ def test_a_stopped_perf_keeps_the_cells_it_measured(tmp_path):
     )
     assert perf.stderr is not None
     for line in perf.stderr:
-        if line.startswith("[1/3]"):
-            perf.send_signal(signal.SIGTERM)  # the second cell's process is starting
+        if line.startswith("[1/7]"):
+            perf.send_signal(signal.SIGTERM)
             break
     stdout, stderr = perf.communicate(timeout=120)
     assert perf.returncode == 130, stderr
-    assert "stopped during cell 2 of 3 (cmnist vanilla)" in stderr
-    assert "stopped: 1 of 3 cells measured" in stderr
+    stopped = re.search(r"stopped during cell (\d) of 7", stderr)
+    assert stopped, stderr
+    measured = int(stopped[1]) - 1
+    assert f"stopped: {measured} of 7 cells measured" in stderr
     assert "bare PyTorch loop" in stdout and "| cmnist    | etf_debias" not in stdout
     data = json.loads(out.read_text())
-    assert data["cells_planned"] == 3 and [m["method"] for m in data["measurements"]] == [BARE]
+    assert data["cells_planned"] == 7 and len(data["measurements"]) == measured >= 1
 
 
 def test_cli_unknown_method_is_a_clear_error(capsys):

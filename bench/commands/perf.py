@@ -31,7 +31,7 @@ from debias_bench.perf import (
     Cell,
     Measurement,
     describe_device,
-    run_cell_subprocess,
+    run_cell_isolated,
 )
 from debias_bench.projection import PAPER_SEEDS, Projection, project
 from debias_bench.registry import DATASETS, METHODS
@@ -75,7 +75,7 @@ def run_plan(
         started = time.perf_counter()
         try:
             with handling([signal.SIGTERM], signal.default_int_handler):
-                m = run_cell_subprocess(cell, timeout_s)
+                m = run_cell_isolated(cell, timeout_s)
         except KeyboardInterrupt:
             report(
                 f"stopped during cell {i} of {len(cells)} ({cell.dataset} {cell.method}): "
