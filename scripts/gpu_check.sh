@@ -5,6 +5,9 @@
 #
 #   OUT=/tmp/gpu RAW=/path/to/raw bash scripts/gpu_check.sh e2e perf amp
 #
+# RAW defaults to .gpu/data. For a machine that gets only the working tree, copy MNIST's four
+# files into .gpu/data/mnist, list /.gpu/ in .git/info/exclude and send that folder along.
+#
 # Stages, in the order given:
 # - e2e: `bench reproduce run --device cuda`. It trains Vanilla and ETF-Debias on Colored MNIST
 #   at paper length, 1 %, seed 0, side by side on one GPU, and ends in the export. Needs MNIST
