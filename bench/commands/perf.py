@@ -66,29 +66,32 @@ def run_plan(
 ) -> list[Measurement]:
     """Measure every cell in its own process (stopped after ``timeout_s``), reporting a line
     per finished cell. Ctrl-C or SIGTERM (a job's time limit) ends the plan early: the cells
-    measured so far are returned, so what they cost is not lost."""
+    measured so far are returned, so what they cost is not lost. The handler covers the whole
+    plan, reports included: a signal between two cells must not kill the process either."""
     found: list[Measurement] = []
     seen: dict[Key, int] = {}
-    for i, cell in enumerate(cells, 1):
-        key = (cell.dataset, cell.method)
-        seen[key] = seen.get(key, 0) + 1
-        started = time.perf_counter()
-        try:
-            with handling([signal.SIGTERM], signal.default_int_handler):
+    try:
+        with handling([signal.SIGTERM], signal.default_int_handler):
+            for i, cell in enumerate(cells, 1):
+                key = (cell.dataset, cell.method)
+                seen[key] = seen.get(key, 0) + 1
+                started = time.perf_counter()
                 m = run_cell_isolated(cell, timeout_s)
-        except KeyboardInterrupt:
-            report(
-                f"stopped during cell {i} of {len(cells)} ({cell.dataset} {cell.method}): "
-                f"what follows covers the {_plural(len(found), 'cell')} measured before it"
-            )
-            break
-        found.append(m)
-        repeat = f" #{seen[key]}" if cell.method in (BARE, "vanilla") else ""
-        what = m.error or (
-            f"{m.ms_per_step:.1f} ms/step over {m.timed_steps} steps, {m.peak_mb:.0f} MB"
+                found.append(m)
+                repeat = f" #{seen[key]}" if cell.method in (BARE, "vanilla") else ""
+                what = m.error or (
+                    f"{m.ms_per_step:.1f} ms/step over {m.timed_steps} steps, {m.peak_mb:.0f} MB"
+                )
+                took = time.perf_counter() - started
+                report(
+                    f"[{i}/{len(cells)}] {cell.dataset} {cell.method}{repeat}: {what} "
+                    f"({took:.0f} s)"
+                )
+    except KeyboardInterrupt:
+        report(
+            f"stopped after {_plural(len(found), 'cell')} of {len(cells)}: what follows covers "
+            "those"
         )
-        took = time.perf_counter() - started
-        report(f"[{i}/{len(cells)}] {cell.dataset} {cell.method}{repeat}: {what} ({took:.0f} s)")
     return found
 
 
