@@ -449,14 +449,8 @@ def run_cell_warm(cell: Cell, timeout_s: float | None = None) -> Measurement:
                 child.join()
         if timed_out:
             return Measurement(cell.dataset, cell.method, error=_timed_out(timeout_s or 0))
-        if result.is_file():
-            return Measurement.from_dict(json.loads(result.read_text()))
-        if child.exitcode is not None and child.exitcode < 0:
-            return Measurement(
-                cell.dataset, cell.method, error=f"killed by signal {-child.exitcode}"
-            )
-        tail = (log.read_text().strip().splitlines() or [f"exit code {child.exitcode}"])[-1]
-        return Measurement(cell.dataset, cell.method, error=tail)
+        measured = result.read_text() if result.is_file() else ""
+        return _outcome(cell, measured, child.exitcode or 0, log.read_text())
 
 
 def _warm_child(cell_json: str, result: str, log: str) -> None:
@@ -477,15 +471,21 @@ def run_cell_subprocess(cell: Cell, timeout_s: float | None = None) -> Measureme
         done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s)
     except subprocess.TimeoutExpired:
         return Measurement(cell.dataset, cell.method, error=_timed_out(timeout_s or 0))
-    lines = done.stdout.strip().splitlines()
-    if lines:
+    last_line = (done.stdout.strip().splitlines() or [""])[-1]
+    return _outcome(cell, last_line, done.returncode, done.stderr)
+
+
+def _outcome(cell: Cell, measured: str, exit_code: int, stderr: str) -> Measurement:
+    """What a cell's finished process left: its measurement (JSON), else the signal that
+    killed it (the OOM killer, or by hand), else the last line of its stderr."""
+    if measured:
         try:
-            return Measurement.from_dict(json.loads(lines[-1]))
+            return Measurement.from_dict(json.loads(measured))
         except (json.JSONDecodeError, TypeError):
             pass
-    if done.returncode < 0:  # killed: the OOM killer (memory), or by hand
-        return Measurement(cell.dataset, cell.method, error=f"killed by signal {-done.returncode}")
-    tail = (done.stderr.strip().splitlines() or [f"exit code {done.returncode}"])[-1]
+    if exit_code < 0:
+        return Measurement(cell.dataset, cell.method, error=f"killed by signal {-exit_code}")
+    tail = (stderr.strip().splitlines() or [f"exit code {exit_code}"])[-1]
     return Measurement(cell.dataset, cell.method, error=tail)
 
 

@@ -76,23 +76,22 @@ def run_plan(
                 key = (cell.dataset, cell.method)
                 seen[key] = seen.get(key, 0) + 1
                 started = time.perf_counter()
-                m = run_cell_isolated(cell, timeout_s)
-                found.append(m)
-                repeat = f" #{seen[key]}" if cell.method in (BARE, "vanilla") else ""
-                what = m.error or (
-                    f"{m.ms_per_step:.1f} ms/step over {m.timed_steps} steps, {m.peak_mb:.0f} MB"
-                )
+                found.append(run_cell_isolated(cell, timeout_s))
                 took = time.perf_counter() - started
-                report(
-                    f"[{i}/{len(cells)}] {cell.dataset} {cell.method}{repeat}: {what} "
-                    f"({took:.0f} s)"
-                )
+                report(f"[{i}/{len(cells)}] {_cell_line(cell, found[-1], seen[key], took)}")
     except KeyboardInterrupt:
         report(
             f"stopped after {_plural(len(found), 'cell')} of {len(cells)}: what follows covers "
             "those"
         )
     return found
+
+
+def _cell_line(cell: Cell, m: Measurement, repeat: int, took: float) -> str:
+    """A finished cell's progress line (after its ``[i/n]``)."""
+    nth = f" #{repeat}" if cell.method in (BARE, "vanilla") else ""
+    what = m.error or f"{m.ms_per_step:.1f} ms/step over {m.timed_steps} steps, {m.peak_mb:.0f} MB"
+    return f"{cell.dataset} {cell.method}{nth}: {what} ({took:.0f} s)"
 
 
 def render_notes(args: argparse.Namespace, memory: str) -> list[str]:
