@@ -33,11 +33,15 @@ class DataOption(Generic[T]):
         *,
         choices: Sequence[Any] = (),
         minimum: float | None = None,
+        affects_data: bool = True,
     ) -> None:
         if kind not in (int, float, str, bool):
             raise TypeError(f"a data option is an int, float, str or bool, not {kind!r}")
         self.kind, self.default, self.doc = kind, default, doc
         self.choices, self.minimum = tuple(choices), minimum
+        #: False for an option that only changes how the data is built (parallel workers):
+        #: a run given another value still trains on its recipe's data
+        self.affects_data = affects_data
         self.name = ""
 
     def __set_name__(self, owner: type, name: str) -> None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from debias_bench.data_options import check_data_options, declared_options
 from debias_bench.errors import ConfigError
 from debias_bench.family import DatasetFamily, PresetValues
 from debias_bench.registry import DATASETS
@@ -71,6 +72,21 @@ def preset_hparams(preset: str, dataset: str) -> list[tuple[str, dict[str, Any]]
 def preset_data_options(preset: str, dataset: str) -> dict[str, Any]:
     """The build options ``preset`` sets for ``dataset`` (empty for most): its family's own."""
     return dict(class_preset(_family(dataset), preset).data_options)
+
+
+def off_recipe_data_options(preset: str, dataset: str, options: dict[str, Any]) -> dict[str, Any]:
+    """The options of ``options`` (a run's recorded build options) that build other data than
+    ``preset``'s recipe does: a value other than the preset's, or where the preset sets none,
+    the option's default. Options that do not change the data (parallel workers) never count;
+    a name ``dataset`` does not declare counts (it came from elsewhere)."""
+    declared = declared_options(_family(dataset))
+    recipe = {name: opt.default for name, opt in declared.items()}
+    recipe.update(check_data_options(dataset, preset_data_options(preset, dataset)))
+    return {
+        key: value
+        for key, value in options.items()
+        if (key not in declared or declared[key].affects_data) and recipe.get(key) != value
+    }
 
 
 def _declared(dataset: str, attribute: str) -> Any:

@@ -29,6 +29,7 @@ import pandas as pd
 import yaml
 
 from debias_bench.config import OFF_RECIPE_LAYERS, RunConfig
+from debias_bench.dataset_facts import off_recipe_data_options
 from debias_bench.errors import ConfigError
 from debias_bench.reporting.layout import method_name, method_order
 from debias_bench.reporting.paper import PaperNumbers, load_paper
@@ -71,6 +72,7 @@ def export_frame(
     ``stale``, runs that finished under older code of their method or dataset are exported
     too, under the code version that trained them (``code_version``)."""
     rows: list[dict[str, Any]] = []
+    run_ids: list[str] = []  # the run of each row
     unfinished: list[str] = []
     exported = (RunState.DONE.value, RunState.STALE.value) if stale else (RunState.DONE.value,)
     for run_dir in store.runs():
@@ -90,9 +92,28 @@ def export_frame(
             row["epochs"] = result.get("epochs")
             row["code_version"] = code_version(run_dir, result)
             rows.append(row)
+            run_ids.append(run_dir.run_id)
     frame = pd.DataFrame(rows, columns=COLUMNS)
+    _check_one_run_per_row(frame, run_ids)
     frame = frame.sort_values(SORT, kind="stable")
     return frame.reset_index(drop=True), sorted(unfinished)
+
+
+def _check_one_run_per_row(frame: pd.DataFrame, run_ids: list[str]) -> None:
+    """A ConfigError when two runs export as the same row (:data:`ROW_KEY`), so that the table
+    would count one seed twice: two configurations that differ only where the export does not
+    look (a build option given at its default, a run of older code beside its rerun)."""
+    owners: dict[tuple[str, ...], str] = {}
+    keys = frame[ROW_KEY].astype(str).itertuples(index=False)
+    for key, run_id in zip(keys, run_ids, strict=True):
+        other = owners.setdefault(tuple(key), run_id)
+        if other != run_id:
+            raise ConfigError(
+                f"runs {other} and {run_id} export as the same row "
+                f"({', '.join(f'{k}={v}' for k, v in zip(ROW_KEY, key, strict=True))})",
+                hint="compare their config.json; move one out of the store, or export them "
+                "from separate --out folders",
+            )
 
 
 def code_version(run_dir: RunDir, result: dict[str, Any]) -> str | None:
@@ -109,8 +130,9 @@ def code_version(run_dir: RunDir, result: dict[str, Any]) -> str | None:
 
 def overrides(config: dict[str, Any]) -> str:
     """The settings a run took from outside its recipe and preset (``--set``, ``--epochs``, a
-    tuned file) as sorted ``key=value`` pairs, ``""`` for a run of the recipe. Speed-only
-    settings (left out of the run id) do not count."""
+    tuned file) as sorted ``key=value`` pairs, then the build options that give it other data
+    than its recipe's (``--data-option``, ``--data-seed``) as ``data:key=value``; ``""`` for a
+    run of the recipe. Speed-only settings (left out of the run id) do not count."""
     hparams = config.get("hparams") or {}
     try:
         counted = RunConfig.from_json(config).identity()["hparams"]
@@ -118,7 +140,23 @@ def overrides(config: dict[str, Any]) -> str:
         counted = hparams
     sources = config.get("sources") or {}
     keys = sorted(k for k, src in sources.items() if src in OFF_RECIPE_LAYERS and k in counted)
-    return ", ".join(f"{k}={json.dumps(hparams.get(k), separators=(',', ':'))}" for k in keys)
+    pairs = [f"{k}={_value(hparams.get(k))}" for k in keys]
+    data = off_recipe_data(config)
+    pairs += [f"data:{k}={_value(data[k])}" for k in sorted(data)]
+    return ", ".join(pairs)
+
+
+def off_recipe_data(config: dict[str, Any]) -> dict[str, Any]:
+    """The recorded build options of a run that differ from its preset's recipe."""
+    options = config.get("data_options") or {}
+    try:
+        return off_recipe_data_options(config.get("preset", "paper"), config["dataset"], options)
+    except Exception:  # a dataset this process does not know: all but the default data seed
+        return {k: v for k, v in options.items() if (k, v) != ("data_seed", 0)}
+
+
+def _value(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"))
 
 
 #: columns added after the first exports (read as empty from those: ``overrides`` came after

@@ -146,7 +146,9 @@ class CorruptedCIFAR10(ImportableFamily):
     limit = DataOption[int | None](
         int, None, "only the first N images of each class (quick builds, CI)", minimum=1
     )
-    n_jobs = DataOption(int, 2, "parallel build workers (no effect on the data)", minimum=1)
+    n_jobs = DataOption(
+        int, 2, "parallel build workers (no effect on the data)", minimum=1, affects_data=False
+    )
     lff_attr_names = ("object", "corruption")
 
     def __init__(self, raw_root: Path, data_root: Path, **options: Any) -> None:

@@ -61,11 +61,14 @@ def write_run(
     dataset: str = "cmnist",
     commit: str | None = None,
     overrides: dict[str, Any] | None = None,
+    data_options: dict[str, Any] | None = None,
 ) -> RunDir:
     """A run as the engine leaves it; ``acc`` is the test accuracy of ``last`` (best_valid +1,
     best_test +2). Its config records the code that planned it as version 0.1.0 at ``commit``;
-    ``overrides`` are its ``--set`` values."""
-    config = make_config(method, dataset, ratio, seed, overrides=overrides)
+    ``overrides`` are its ``--set`` values, ``data_options`` its build options."""
+    config = make_config(
+        method, dataset, ratio, seed, overrides=overrides, data_options=data_options
+    )
     run = RunStore(root).run(config.run_id)
     provenance = {"code_version": "0.1.0", "git_commit": commit}
     run.plan({**config_json(config), "provenance": provenance})
@@ -185,6 +188,33 @@ def test_runs_off_the_recipe_are_variants_never_averaged_with_the_recipe(store: 
     old = frame[frame["overrides"] == ""].drop(columns="overrides")
     merged = merge_frames(old.assign(overrides=""), frame)
     assert len(merged) == len(frame)
+
+
+def test_runs_on_other_data_are_variants_named_by_their_build_options(store: Path) -> None:
+    """A run built with ``--data-option`` or ``--data-seed`` off the recipe trains on other
+    data: it exports as a variant (``data:NAME=VALUE``), never as a seed of the recipe."""
+    write_run(store, "vanilla", 1.0, 0, 30.0, data_options={"data_seed": 0, "severity": 1})
+    write_run(store, "vanilla", 1.0, 0, 35.0, data_options={"data_seed": 1})
+    frame, _ = export_frame(RunStore(store), "cmnist")
+    last = frame[(frame["method"] == "vanilla") & (frame["selection"] == "last")]
+    assert sorted(zip(last["seed"], last["overrides"], last["accuracy"], strict=True)) == [
+        (0, "", 54.0),
+        (0, "data:data_seed=1", 35.0),
+        (0, "data:severity=1", 30.0),
+        (1, "", 55.0),
+        (2, "", 56.0),
+    ]
+    vanilla = next(c for c in compare_frame(frame, "cmnist", paper=PAPER) if c.method == "vanilla")
+    assert (vanilla.ours_mean, vanilla.n) == (55.0, 3)
+
+
+def test_two_runs_that_export_as_one_row_are_an_error_naming_both(store: Path) -> None:
+    """The recipe's severity given explicitly makes another run id with the recipe's data:
+    both would export as seed 0 of the recipe, so the export refuses and names the runs."""
+    twin = write_run(store, "vanilla", 1.0, 0, 40.0, data_options={"data_seed": 0, "severity": 4})
+    with pytest.raises(ConfigError, match="export as the same row") as error:
+        export_frame(RunStore(store), "cmnist")
+    assert twin.run_id in str(error.value) and rid("vanilla", 1.0, 0) in str(error.value)
 
 
 def test_stale_runs_export_only_when_asked_under_the_code_that_trained_them(
