@@ -51,11 +51,14 @@ COLUMNS = [
     "aligned_accuracy",
     "conflicting_accuracy",
     "worst_group_accuracy",
+    "last10_accuracy",
     "epochs",
     "train_time_s",
     "device",
     "code_version",
 ]
+#: evaluations at the end of a run that ``last10_accuracy`` averages (test accuracy)
+TAIL = 10
 #: a cell is flagged when |ours - paper| exceeds max(MIN_GAP, combined std), in points
 MIN_GAP = 2.0
 UNEXPLAINED = "UNEXPLAINED"
@@ -84,11 +87,13 @@ def export_frame(
             continue
         result = run_dir.result() or {}
         off_recipe = overrides(run_dir.config())
+        tail = tail_accuracy(run_dir.metrics())
         for record in records:
             if record["split"] != "test":
                 continue
             row = {k: record.get(k) for k in COLUMNS}
             row["overrides"] = off_recipe
+            row["last10_accuracy"] = tail
             row["epochs"] = result.get("epochs")
             row["code_version"] = code_version(run_dir, result)
             rows.append(row)
@@ -114,6 +119,14 @@ def _check_one_run_per_row(frame: pd.DataFrame, run_ids: list[str]) -> None:
                 hint="compare their config.json; move one out of the store, or export them "
                 "from separate --out folders",
             )
+
+
+def tail_accuracy(evaluations: list[dict[str, Any]]) -> float | None:
+    """The mean test accuracy of a run's last :data:`TAIL` evaluations (None with fewer): what
+    its ``last`` number would be without the noise of one evaluation, such as a one-epoch dip
+    under a growing learning rate."""
+    values = [e["test"]["accuracy"] for e in evaluations if "accuracy" in (e.get("test") or {})]
+    return sum(values[-TAIL:]) / TAIL if len(values) >= TAIL else None
 
 
 def code_version(run_dir: RunDir, result: dict[str, Any]) -> str | None:
@@ -161,7 +174,11 @@ def _value(value: Any) -> str:
 
 #: columns added after the first exports (read as empty from those: ``overrides`` came after
 #: exports that only ever held runs of the recipe)
-LATER_COLUMNS: dict[str, Any] = {"worst_group_accuracy": float("nan"), "overrides": ""}
+LATER_COLUMNS: dict[str, Any] = {
+    "worst_group_accuracy": float("nan"),
+    "overrides": "",
+    "last10_accuracy": float("nan"),
+}
 #: what identifies a row of the export: one run's one selection
 ROW_KEY = ["method", "dataset", "ratio", "seed", "protocol", "preset", "overrides", "selection"]
 SORT = ["dataset", "method", "ratio", "seed", "overrides", "selection"]
@@ -217,10 +234,23 @@ class Comparison:
     paper_mean: float | None
     paper_std: float | None
     reason: str = ""
+    #: over the same runs, each one's mean of its last TAIL evaluations (``last`` only; None
+    #: unless every run of the cell has it)
+    tail_mean: float | None = None
+    tail_std: float | None = None
 
     @property
     def diff(self) -> float | None:
         return difference(self.ours_mean, self.paper_mean)
+
+    @property
+    def tail_disagrees(self) -> bool:
+        """Whether the flag rule decides otherwise on the runs' last-evaluations means: the
+        cell's ``last`` number sits on an end-of-run dip or spike of some run."""
+        if self.tail_mean is None or self.paper_mean is None:
+            return False
+        tail_flagged = is_flagged(self.tail_mean, self.tail_std, self.paper_mean, self.paper_std)
+        return tail_flagged != self.flagged
 
     @property
     def tolerance(self) -> float:
@@ -328,10 +358,14 @@ def compare_frame(
     order = method_order([m for m, _ in keys])
     out = []
     for method, ratio in sorted(keys, key=lambda k: (order.index(k[0]), k[1])):
-        values = rows[(rows["method"] == method) & (rows["ratio"] == ratio)]["accuracy"]
-        mean, std, n = seed_stats(values)
+        runs = rows[(rows["method"] == method) & (rows["ratio"] == ratio)]
+        mean, std, n = seed_stats(runs["accuracy"])
         paper_mean, paper_std = paper.accuracy.get((dataset, ratio, method), (None, None))
         cell = Comparison(method, ratio, mean, std, n, paper_mean, paper_std)
+        tails = runs["last10_accuracy"].dropna()
+        if selection == "last" and n and len(tails) == n:
+            tail_mean, tail_std, _ = seed_stats(tails)
+            cell = replace(cell, tail_mean=tail_mean, tail_std=tail_std)
         if cell.flagged:
             reason = explanation(explanations, dataset, method, ratio) or UNEXPLAINED
             cell = replace(cell, reason=reason)
@@ -355,6 +389,27 @@ def reason_notes(cells: list[Comparison]) -> list[str]:
     return notes
 
 
+#: marks a cell whose flag the runs' last-evaluations means would decide otherwise
+DIP_MARK = "†"
+
+
+def tail_note(cells: list[Comparison]) -> str:
+    """The cells marked :data:`DIP_MARK`, with the numbers that decide otherwise ("" if none)."""
+    marked = [c for c in cells if c.tail_disagrees]
+    if not marked:
+        return ""
+    listed = "; ".join(
+        f"{method_name(c.method)} {c.ratio:g} %: {_stat(c.tail_mean, c.tail_std)} "
+        f"({'within' if c.flagged else 'flagged'})"
+        for c in marked
+    )
+    return (
+        f"{DIP_MARK} The flag rule decides otherwise on the mean of each run's last {TAIL} "
+        f"evaluations (`last10_accuracy`), so the `last` number sits on one evaluation's dip "
+        f"or spike: {listed}."
+    )
+
+
 def render_table(cells: list[Comparison], numbered: bool = False) -> str:
     """The comparison as a GitHub Markdown table; flagged differences marked ``⚑``. With
     ``numbered``, a flagged cell's reason is a reference ``(k)`` to :func:`reason_notes`."""
@@ -364,7 +419,7 @@ def render_table(cells: list[Comparison], numbered: bool = False) -> str:
     for c in cells:
         diff = "–" if c.diff is None else f"{c.diff:+.2f}"
         ours = _stat(c.ours_mean, c.ours_std) if c.n else "not run"
-        flag = "⚑" if c.flagged else ""
+        flag = ("⚑" if c.flagged else "") + (DIP_MARK if c.tail_disagrees else "")
         reason = f"({notes.index(c.reason) + 1})" if numbered and c.flagged else c.reason
         lines.append(
             f"| {method_name(c.method)} | {c.ratio:g} | {ours} | {c.n} | "
@@ -419,6 +474,9 @@ def render_readme(
         "",
         f"{len(flagged)} of {sum(c.diff is not None for c in cells)} compared cells flagged.",
     ]
+    dips = tail_note(cells)
+    if dips:
+        parts += ["", dips]
     reasons = reason_notes(cells)
     if reasons:
         parts += ["", "Reasons for the flagged cells:", ""]

@@ -31,6 +31,8 @@ from debias_bench.reproduction import (
     render_readme,
     render_table,
     render_variants,
+    tail_accuracy,
+    tail_note,
     variants,
     write_csv,
 )
@@ -206,6 +208,57 @@ def test_runs_on_other_data_are_variants_named_by_their_build_options(store: Pat
     ]
     vanilla = next(c for c in compare_frame(frame, "cmnist", paper=PAPER) if c.method == "vanilla")
     assert (vanilla.ours_mean, vanilla.n) == (55.0, 3)
+
+
+def evaluation(step: int, acc: float) -> dict[str, Any]:
+    """One line of ``metrics.jsonl`` as the engine writes it."""
+    return {"step": step, "epoch": float(step), "valid": metrics(acc), "test": metrics(acc)}
+
+
+def test_tail_accuracy_is_the_mean_of_the_last_ten_evaluations() -> None:
+    evaluations = [evaluation(k, float(k)) for k in range(1, 13)]
+    assert tail_accuracy(evaluations) == sum(range(3, 13)) / 10
+    assert tail_accuracy(evaluations[:9]) is None  # too few to say
+
+
+def test_a_cell_whose_flag_hangs_on_one_evaluation_is_marked(tmp_path: Path) -> None:
+    """DisEnt at 1 %: each seed's last evaluation is a spike 2.5 points above the eleven
+    before it (82.0, 82.2, 81.9 against 79.49 +- 1.44 in the paper: flagged); the means of
+    their last ten evaluations (79.65 to 79.95) are within. The cell is marked and the note
+    says so; a cell where both agree (ETF-Debias, tails equal to ``last``) is not."""
+    root = tmp_path / "runs"
+    for seed, acc in enumerate([82.0, 82.2, 81.9]):
+        run = write_run(root, "disent", 1.0, seed, acc)
+        for step in range(1, 12):
+            run.append_metrics(evaluation(step, acc - 2.5))
+        run.append_metrics(evaluation(12, acc))
+        etf = write_run(root, "etf_debias", 1.0, seed, 82.0)
+        for step in range(1, 11):
+            etf.append_metrics(evaluation(step, 82.0))
+    frame, _ = export_frame(RunStore(root), "cmnist")
+    cells = {c.method: c for c in compare_frame(frame, "cmnist", paper=PAPER)}
+    disent, etf_cell = cells["disent"], cells["etf_debias"]
+    assert disent.flagged and disent.tail_mean == pytest.approx(79.7833, abs=1e-4)
+    assert disent.tail_disagrees and not etf_cell.tail_disagrees and not etf_cell.flagged
+    table = render_table(list(cells.values()))
+    assert "| DisEnt | 1 | 82.03 ± 0.15 | 3 | 79.49 ± 1.44 | +2.54 | ⚑† |" in table
+    assert tail_note(list(cells.values())) == (
+        "† The flag rule decides otherwise on the mean of each run's last 10 evaluations "
+        "(`last10_accuracy`), so the `last` number sits on one evaluation's dip or spike: "
+        "DisEnt 1 %: 79.78 ± 0.15 (within)."
+    )
+    readme = render_readme(
+        frame, list(cells.values()), "cmnist", "last", "official", "paper", {}, "c.csv"
+    )
+    assert "DisEnt 1 %: 79.78 ± 0.15 (within)." in readme
+    # other selections than `last` carry no tail: it is the last model's neighbourhood
+    best = compare_frame(frame, "cmnist", selection="best_valid", paper=PAPER)
+    assert all(c.tail_mean is None for c in best)
+    # a cell with one run that lacks the tail (fewer evaluations) is not decided on tails
+    write_run(root, "disent", 1.0, 3, 82.0)
+    frame, _ = export_frame(RunStore(root), "cmnist")
+    cells = {c.method: c for c in compare_frame(frame, "cmnist", paper=PAPER)}
+    assert cells["disent"].tail_mean is None and not cells["disent"].tail_disagrees
 
 
 def test_two_runs_that_export_as_one_row_are_an_error_naming_both(store: Path) -> None:

@@ -34,6 +34,7 @@ from debias_bench.reproduction import (
     render_readme,
     render_table,
     render_variants,
+    tail_note,
     variants,
     write_csv,
 )
@@ -103,6 +104,8 @@ def comparison(
     cells = compare_frame(frame, dataset, selection, protocol, preset, explanations=explanations)
     title = caption(frame, dataset, selection, protocol, preset)
     text = f"{title}\n\n{render_table(cells, numbered=numbered)}"
+    if dips := tail_note(cells):
+        text += f"\n\n{dips}"
     if numbered:
         text += "".join(f"\n\n({k}) {note}" for k, note in enumerate(reason_notes(cells), 1))
     found = variants(frame, dataset, selection, protocol, preset)
