@@ -16,7 +16,12 @@ import pytest
 
 from debias_bench.cli import main
 from debias_bench.config import make_config, preset_data_options
-from debias_bench.dataset_facts import class_preset, train_size, valid_split
+from debias_bench.dataset_facts import (
+    class_preset,
+    off_recipe_data_options,
+    train_size,
+    valid_split,
+)
 from debias_bench.datasets.cmnist import ColoredMNIST
 from debias_bench.family import PresetValues
 from debias_bench.launchers import plugins
@@ -195,3 +200,21 @@ def test_bench_list_presets_shows_what_each_dataset_adds(plugin, capsys):
     # a recipe dataset: its recipe's values, its own override winning
     assert "'train_limit': 6000" in below["cdigits_listed"]
     assert "'steps': 120" in below["cdigits_listed"]
+
+
+def test_off_recipe_data_options_compare_with_the_preset_then_the_defaults() -> None:
+    """What makes a run's data other than its recipe's: a value off the preset's build options
+    (cifar10c's ``ci`` preset sets limit 100 and valid_size 200), else off the option's default;
+    an option that only changes how the data is built (``n_jobs``) never counts."""
+    recipe = {"data_seed": 0, "limit": 100, "valid_size": 200}
+    assert off_recipe_data_options("ci", "cifar10c", recipe) == {}
+    assert off_recipe_data_options("ci", "cifar10c", {**recipe, "n_jobs": 8}) == {}
+    changed = {**recipe, "severity": 2, "limit": 50, "data_seed": 1}
+    assert off_recipe_data_options("ci", "cifar10c", changed) == {
+        "severity": 2,
+        "limit": 50,
+        "data_seed": 1,
+    }
+    # under the paper preset, the ci preset's limit is itself off the recipe
+    assert off_recipe_data_options("paper", "cifar10c", recipe) == {"limit": 100, "valid_size": 200}
+    assert off_recipe_data_options("paper", "cmnist", {"data_seed": 0, "severity": 4}) == {}
