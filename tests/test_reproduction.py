@@ -19,22 +19,26 @@ from debias_bench.config import make_config
 from debias_bench.errors import ConfigError
 from debias_bench.provenance import config_json, git_commit
 from debias_bench.reporting.paper import PaperNumbers
-from debias_bench.reproduction import (
-    COLUMNS,
+from debias_bench.reproduction.compare import (
     UNEXPLAINED,
     compare_frame,
     explanation,
-    export_frame,
     is_flagged,
+    variants,
+)
+from debias_bench.reproduction.export import (
+    COLUMNS,
+    export_frame,
     merge_frames,
     read_csv,
+    tail_accuracy,
+    write_csv,
+)
+from debias_bench.reproduction.render import (
     render_readme,
     render_table,
     render_variants,
-    tail_accuracy,
     tail_note,
-    variants,
-    write_csv,
 )
 from debias_bench.states import RunState
 from debias_bench.store import RunDir, RunStore

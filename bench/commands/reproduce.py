@@ -22,21 +22,16 @@ from pathlib import Path
 from debias_bench.errors import ConfigError
 from debias_bench.reporting.layout import reference_layout
 from debias_bench.reporting.plots import plot_reproduction
-from debias_bench.reproduction import (
+from debias_bench.reproduction.compare import compare_frame, load_explanations, variants
+from debias_bench.reproduction.export import export_frame, merge_frames, read_csv, write_csv
+from debias_bench.reproduction.render import (
     VARIANTS_HEADING,
     caption,
-    compare_frame,
-    export_frame,
-    load_explanations,
-    merge_frames,
-    read_csv,
     reason_notes,
     render_readme,
     render_table,
     render_variants,
     tail_note,
-    variants,
-    write_csv,
 )
 from debias_bench.store import RunStore
 

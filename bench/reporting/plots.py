@@ -126,7 +126,7 @@ def plot_ratio_curves(
 
 def plot_reproduction(cells: list[Any], title: str, path: Path) -> Path:
     """Ours against the paper, accuracy against ratio, one panel per method, both with their
-    std over seeds as error bars (``cells``: :class:`debias_bench.reproduction.Comparison`)."""
+    std over seeds as error bars (``cells``: ``reproduction.compare.Comparison``)."""
     methods = list(dict.fromkeys(c.method for c in cells))
     cols = min(4, len(methods)) or 1
     rows = -(-len(methods) // cols) or 1

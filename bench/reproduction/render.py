@@ -1,0 +1,150 @@
+"""The comparison rendered: the Markdown table, its notes, and the generated README."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pandas as pd
+
+from debias_bench.reporting.layout import method_name
+from debias_bench.reporting.stats import STATISTIC
+
+from .compare import MIN_GAP, Comparison, Variant, variants
+from .export import TAIL
+
+VARIANTS_HEADING = "Runs off the recipe (evidence for the reasons; not compared with the paper)"
+
+
+def _stat(mean: float | None, std: float | None) -> str:
+    if mean is None:
+        return "–"
+    return f"{mean:.2f}" if std is None else f"{mean:.2f} ± {std:.2f}"
+
+
+def reason_notes(cells: list[Comparison]) -> list[str]:
+    """The distinct reasons of the flagged cells, in table order (numbered in the table)."""
+    notes: list[str] = []
+    for c in cells:
+        if c.flagged and c.reason not in notes:
+            notes.append(c.reason)
+    return notes
+
+
+#: marks a cell whose flag the runs' last-evaluations means would decide otherwise
+DIP_MARK = "†"
+
+
+def tail_note(cells: list[Comparison]) -> str:
+    """The cells marked :data:`DIP_MARK`, with the numbers that decide otherwise ("" if none)."""
+    marked = [c for c in cells if c.tail_disagrees]
+    if not marked:
+        return ""
+    listed = "; ".join(
+        f"{method_name(c.method)} {c.ratio:g} %: {_stat(c.tail_mean, c.tail_std)} "
+        f"({'within' if c.flagged else 'flagged'})"
+        for c in marked
+    )
+    return (
+        f"{DIP_MARK} The flag rule decides otherwise on the mean of each run's last {TAIL} "
+        f"evaluations (`last10_accuracy`), so the `last` number sits on one evaluation's dip "
+        f"or spike: {listed}."
+    )
+
+
+def render_table(cells: list[Comparison], numbered: bool = False) -> str:
+    """The comparison as a GitHub Markdown table; flagged differences marked ``⚑``. With
+    ``numbered``, a flagged cell's reason is a reference ``(k)`` to :func:`reason_notes`."""
+    notes = reason_notes(cells)
+    head = "| method | ratio (%) | ours | n | paper | ours − paper | flag | reason |"
+    lines = [head, "|---|---:|---:|---:|---:|---:|:---:|---|"]
+    for c in cells:
+        diff = "–" if c.diff is None else f"{c.diff:+.2f}"
+        ours = _stat(c.ours_mean, c.ours_std) if c.n else "not run"
+        flag = ("⚑" if c.flagged else "") + (DIP_MARK if c.tail_disagrees else "")
+        reason = f"({notes.index(c.reason) + 1})" if numbered and c.flagged else c.reason
+        lines.append(
+            f"| {method_name(c.method)} | {c.ratio:g} | {ours} | {c.n} | "
+            f"{_stat(c.paper_mean, c.paper_std)} | {diff} | {flag} | {reason} |"
+        )
+    return "\n".join(lines)
+
+
+def caption(frame: pd.DataFrame, dataset: str, selection: str, protocol: str, preset: str) -> str:
+    devices = ", ".join(sorted({str(d) for d in frame["device"].dropna()})) or "–"
+    versions = ", ".join(sorted({str(v) for v in frame["code_version"].dropna()})) or "–"
+    return (
+        f"{dataset}, selection `{selection}`, protocol `{protocol}`, preset `{preset}`; ours: "
+        f"{STATISTIC}; paper: as printed (three trials). Flag ⚑: |ours − paper| > "
+        f"max({MIN_GAP:g} points, sqrt(std_ours² + std_paper²)). Device: {devices}; "
+        f"code version: {versions}."
+    )
+
+
+def render_readme(
+    frame: pd.DataFrame,
+    cells: list[Comparison],
+    dataset: str,
+    selection: str,
+    protocol: str,
+    preset: str,
+    explanations: dict[str, Any],
+    csv_name: str,
+    expected_seeds: int = 3,
+    now: datetime | None = None,
+) -> str:
+    """results/reproduction/README.md: the table, the incomplete cells and the notes."""
+    now = now or datetime.now(UTC)
+    short: dict[tuple[str, int], list[str]] = {}
+    for c in cells:
+        if c.n < expected_seeds and c.paper_mean is not None:
+            short.setdefault((c.method, c.n), []).append(f"{c.ratio:g}")
+    incomplete = [
+        f"{method_name(method)}: {n} of {expected_seeds} seeds at {', '.join(ratios)} %"
+        for (method, n), ratios in short.items()
+    ]
+    flagged = [c for c in cells if c.flagged]
+    parts = [
+        f"# Reproduction: {dataset} against the ETF-Debias paper",
+        "",
+        f"Generated {now:%Y-%m-%d %H:%M} UTC by `bench reproduce table {csv_name} --readme` "
+        f"from `{csv_name}` ({len(frame)} rows: one per done run and selection).",
+        "",
+        caption(frame, dataset, selection, protocol, preset),
+        "",
+        render_table(cells, numbered=True),
+        "",
+        f"{len(flagged)} of {sum(c.diff is not None for c in cells)} compared cells flagged.",
+    ]
+    dips = tail_note(cells)
+    if dips:
+        parts += ["", dips]
+    reasons = reason_notes(cells)
+    if reasons:
+        parts += ["", "Reasons for the flagged cells:", ""]
+        parts += [f"{k}. {text}" for k, text in enumerate(reasons, 1)]
+    found = variants(frame, dataset, selection, protocol, preset)
+    if found:
+        parts += ["", f"{VARIANTS_HEADING}:", "", render_variants(found)]
+    if incomplete:
+        parts += ["", "Cells without all seeds (running, failed or not run yet):", ""]
+        parts += [f"- {line}" for line in incomplete]
+    notes = explanations.get("notes") or []
+    if notes:
+        parts += ["", "## Notes", ""]
+        parts += [f"- {str(note).strip()}" for note in notes]
+    return "\n".join(parts) + "\n"
+
+
+def render_variants(found: list[Variant]) -> str:
+    """The runs off the recipe as a Markdown table."""
+    lines = [
+        "| method | ratio (%) | settings off the recipe | ours | n |",
+        "|---|---:|---|---:|---:|",
+    ]
+    for v in found:
+        lines.append(
+            f"| {method_name(v.method)} | {v.ratio:g} | `{v.overrides}` | "
+            f"{_stat(v.mean, v.std)} | {v.n} |"
+        )
+    return "\n".join(lines)
