@@ -258,7 +258,8 @@ def test_wandb_offline_run_folder(tmp_path, in_process, monkeypatch):
     monkeypatch.setenv("WANDB_SILENT", "true")
     out = tmp_path / "runs"
     code, _, err = in_process("run", *bench_args(out, "1"), "--track", "wandb=bench-test")
-    assert code == 0 and "warning" not in err, err
+    # no tracker failed (a busy machine may add the launcher's oversubscription warning)
+    assert code == 0 and "warning: tracking" not in err, err
     (run_dir,) = RunStore(out).runs()
     wandb_id = run_dir.tracking()["wandb=bench-test"]["id"]
     (folder,) = (out / "wandb").glob(f"offline-run-*-{wandb_id}")
