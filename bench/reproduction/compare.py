@@ -29,6 +29,8 @@ from debias_bench.reporting.layout import method_order
 from debias_bench.reporting.paper import PaperNumbers, load_paper
 from debias_bench.reporting.stats import combined_std, difference, seed_stats
 
+from .export import TAIL_COLUMN
+
 #: a cell is flagged when |ours - paper| exceeds max(MIN_GAP, combined std), in points
 MIN_GAP = 2.0
 UNEXPLAINED = "UNEXPLAINED"
@@ -65,12 +67,10 @@ class Comparison:
         return tail_flagged != self.flagged
 
     @property
-    def tolerance(self) -> float:
-        return max(MIN_GAP, combined_std(self.ours_std, self.paper_std))
-
-    @property
     def flagged(self) -> bool:
-        return self.diff is not None and abs(self.diff) > self.tolerance + 1e-9
+        if self.ours_mean is None or self.paper_mean is None:
+            return False
+        return is_flagged(self.ours_mean, self.ours_std, self.paper_mean, self.paper_std)
 
 
 def is_flagged(ours: float, ours_std: float | None, paper: float, paper_std: float | None) -> bool:
@@ -160,7 +160,7 @@ def compare_frame(
         mean, std, n = seed_stats(runs["accuracy"])
         paper_mean, paper_std = paper.accuracy.get((dataset, ratio, method), (None, None))
         cell = Comparison(method, ratio, mean, std, n, paper_mean, paper_std)
-        tails = runs["last10_accuracy"].dropna()
+        tails = runs[TAIL_COLUMN].dropna()
         if selection == "last" and n and len(tails) == n:
             tail_mean, tail_std, _ = seed_stats(tails)
             cell = replace(cell, tail_mean=tail_mean, tail_std=tail_std)

@@ -21,6 +21,9 @@ from debias_bench.reporting.records import run_rows
 from debias_bench.states import RunState
 from debias_bench.store import RunDir, RunStore
 
+#: evaluations at the end of a run that :data:`TAIL_COLUMN` averages (test accuracy)
+TAIL = 10
+TAIL_COLUMN = f"last{TAIL}_accuracy"
 COLUMNS = [
     "method",
     "dataset",
@@ -34,14 +37,12 @@ COLUMNS = [
     "aligned_accuracy",
     "conflicting_accuracy",
     "worst_group_accuracy",
-    "last10_accuracy",
+    TAIL_COLUMN,
     "epochs",
     "train_time_s",
     "device",
     "code_version",
 ]
-#: evaluations at the end of a run that ``last10_accuracy`` averages (test accuracy)
-TAIL = 10
 
 
 def export_frame(
@@ -64,18 +65,16 @@ def export_frame(
             unfinished.append(f"{run_dir.run_id} ({records[0]['state']})")
             continue
         result = run_dir.result() or {}
-        off_recipe = overrides(run_dir.config())
-        tail = tail_accuracy(run_dir.metrics())
+        per_run = {  # read once per run, the same on each of its selections
+            "overrides": overrides(run_dir.config()),
+            TAIL_COLUMN: tail_accuracy(run_dir.metrics()),
+            "epochs": result.get("epochs"),
+            "code_version": code_version(run_dir, result),
+        }
         for record in records:
-            if record["split"] != "test":
-                continue
-            row = {k: record.get(k) for k in COLUMNS}
-            row["overrides"] = off_recipe
-            row["last10_accuracy"] = tail
-            row["epochs"] = result.get("epochs")
-            row["code_version"] = code_version(run_dir, result)
-            rows.append(row)
-            run_ids.append(run_dir.run_id)
+            if record["split"] == "test":
+                rows.append({**{k: record.get(k) for k in COLUMNS}, **per_run})
+                run_ids.append(run_dir.run_id)
     frame = pd.DataFrame(rows, columns=COLUMNS)
     _check_one_run_per_row(frame, run_ids)
     frame = frame.sort_values(SORT, kind="stable")
@@ -155,7 +154,7 @@ def _value(value: Any) -> str:
 LATER_COLUMNS: dict[str, Any] = {
     "worst_group_accuracy": float("nan"),
     "overrides": "",
-    "last10_accuracy": float("nan"),
+    TAIL_COLUMN: float("nan"),
 }
 #: what identifies a row of the export: one run's one selection
 ROW_KEY = ["method", "dataset", "ratio", "seed", "protocol", "preset", "overrides", "selection"]

@@ -11,7 +11,7 @@ from debias_bench.reporting.layout import method_name
 from debias_bench.reporting.stats import STATISTIC
 
 from .compare import MIN_GAP, Comparison, Variant, variants
-from .export import TAIL
+from .export import TAIL, TAIL_COLUMN
 
 VARIANTS_HEADING = "Runs off the recipe (evidence for the reasons; not compared with the paper)"
 
@@ -47,7 +47,7 @@ def tail_note(cells: list[Comparison]) -> str:
     )
     return (
         f"{DIP_MARK} The flag rule decides otherwise on the mean of each run's last {TAIL} "
-        f"evaluations (`last10_accuracy`), so the `last` number sits on one evaluation's dip "
+        f"evaluations (`{TAIL_COLUMN}`), so the `last` number sits on one evaluation's dip "
         f"or spike: {listed}."
     )
 
