@@ -1,7 +1,8 @@
 """What each file of a run must hold to count, and the fix for one that does not.
 
 Pure checks of file contents (no run directory is written here): a complete result
-(:func:`incomplete_result`), an evaluation record of ``metrics.jsonl``
+(:func:`incomplete_result`) that agrees with itself and the run's evaluations
+(:func:`inconsistent_result`), an evaluation record of ``metrics.jsonl``
 (:func:`parse_metrics_line`), the stamp a checkpoint carries (:func:`checkpoint_stamp`), the
 run id a config describes (:func:`described_run`), and the command that fixes a faulty file
 (:func:`fix_hint`). :class:`~debias_bench.store.RunDir` reads and writes the files with them."""
@@ -11,9 +12,11 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import pickle
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from debias_bench.errors import CorruptDataError
@@ -41,6 +44,78 @@ def incomplete_result(result: Any) -> str | None:
             accuracy = metrics.get("accuracy") if isinstance(metrics, dict) else None
             if not isinstance(accuracy, int | float) or not math.isfinite(accuracy):
                 return f"has no finite {split} accuracy for selection {name!r}"
+    return None
+
+
+#: how far a percentage may sit from its recomputation (float32 means, rounding of counts)
+_PCT_TOLERANCE = 0.01
+#: the scalars of a split's metrics that must equal those of the evaluation they were taken from
+_LOGGED = ("accuracy", "aligned_accuracy", "conflicting_accuracy", "worst_group_accuracy")
+
+
+def _weighted_mean(parts: list[tuple[Any, Any]]) -> float | None:
+    """The mean of percentages weighted by their counts; None when no count is positive."""
+    total = sum(n for acc, n in parts if isinstance(n, int) and n > 0 and acc is not None)
+    if not total:
+        return None
+    return sum(acc * n for acc, n in parts if isinstance(n, int) and n > 0 and acc is not None) / (
+        total
+    )
+
+
+def _recomputations(metrics: dict[str, Any]) -> list[tuple[str, float | None]]:
+    """The overall accuracy recomputed from the split's parts that carry their counts."""
+    out = [
+        (
+            "aligned and conflicting accuracies",
+            _weighted_mean(
+                [
+                    (metrics.get("aligned_accuracy"), metrics.get("n_aligned")),
+                    (metrics.get("conflicting_accuracy"), metrics.get("n_conflicting")),
+                ]
+            ),
+        )
+    ]
+    groups, counts = metrics.get("group_accuracy"), metrics.get("group_counts")
+    if isinstance(groups, list) and isinstance(counts, list):
+        pairs = [
+            (acc, n)
+            for accs, ns in zip(groups, counts, strict=False)
+            if isinstance(accs, list) and isinstance(ns, list)
+            for acc, n in zip(accs, ns, strict=False)
+        ]
+        out.append(("group accuracies", _weighted_mean(pairs)))
+    return out
+
+
+def inconsistent_result(result: dict[str, Any], records: list[dict[str, Any]]) -> str | None:
+    """Why a complete result contradicts itself or the run's evaluations, None when it does
+    not: per selection and split, the accuracy must be the count-weighted mean of the aligned
+    and conflicting accuracies and of the group accuracies, and the reported accuracies must
+    equal those of the evaluation at the selection's step in ``metrics.jsonl`` (``records``;
+    a step without a record is not checked). A hand-edited number fails one of these."""
+    by_step = {record["step"]: record for record in records}
+    for name, chosen in result["selections"].items():
+        logged = by_step.get(chosen.get("step"))
+        for split in ("valid", "test"):
+            metrics = chosen[split]
+            accuracy = metrics["accuracy"]
+            for parts, value in _recomputations(metrics):
+                if value is not None and abs(value - accuracy) > _PCT_TOLERANCE:
+                    return (
+                        f"says {split} accuracy {accuracy:.2f} for selection {name!r}, but its "
+                        f"{parts} give {value:.2f} (an edited number)"
+                    )
+            evaluated = (logged or {}).get(split) or {}
+            for key in _LOGGED:
+                mine, theirs = metrics.get(key), evaluated.get(key)
+                if isinstance(theirs, int | float) and (
+                    not isinstance(mine, int | float) or abs(mine - theirs) > _PCT_TOLERANCE
+                ):
+                    return (
+                        f"says {split} {key} {mine} for selection {name!r}, but metrics.jsonl "
+                        f"recorded {theirs:.2f} at step {chosen.get('step')} (an edited number)"
+                    )
     return None
 
 
@@ -89,6 +164,36 @@ def metrics_line(record: dict[str, Any]) -> str:
     return json.dumps(record, sort_keys=True) + "\n"
 
 
+#: the only globals a checkpoint may name besides torch's own tensor types: NumPy's random
+#: state (``np.random.get_state()``) is an array. Everything else is refused unread.
+_CHECKPOINT_GLOBALS: list[Any] = [
+    np.ndarray,
+    np.dtype,
+    type(np.dtype(np.uint32)),
+    getattr(np, "_core", np).multiarray._reconstruct,
+]
+
+
+def read_checkpoint(path: Path, *, mmap: bool = False) -> Any:
+    """A checkpoint's contents, read with ``weights_only=True``: run stores are shared
+    (copied from a cluster, sent with a paper), so a pickle that names any other global is
+    refused without running it (``UnpicklingError``), never executed."""
+    try:
+        with torch.serialization.safe_globals(_CHECKPOINT_GLOBALS):
+            return torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
+    except pickle.UnpicklingError as exc:
+        try:  # names the globals by reading the pickle's opcodes, running nothing
+            named = torch.serialization.get_unsafe_globals_in_checkpoint(path)
+        except Exception:
+            raise exc from None
+        allowed = {f"{g.__module__}.{g.__qualname__}" for g in _CHECKPOINT_GLOBALS}
+        foreign = [name for name in named if name not in allowed] or named
+        raise pickle.UnpicklingError(
+            f"it names {', '.join(foreign)}, which no checkpoint of bench holds (refused "
+            "unread: a checkpoint from elsewhere may carry code)"
+        ) from None
+
+
 #: (path, mtime, size) -> the stamp read from that checkpoint (reading it again is not free)
 _STAMPS: dict[tuple[str, int, int], dict[str, Any]] = {}
 
@@ -104,7 +209,7 @@ def checkpoint_stamp(path: Path) -> dict[str, Any] | None:
     key = (str(path), stat.st_mtime_ns, stat.st_size)
     if key not in _STAMPS:
         try:
-            state = torch.load(path, map_location="cpu", weights_only=False, mmap=True)
+            state = read_checkpoint(path, mmap=True)
         except Exception as exc:
             raise CorruptDataError(
                 f"cannot read checkpoint {path}: {exc}", hint=fix_hint(path.parent, path.name)

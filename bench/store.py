@@ -52,8 +52,10 @@ from debias_bench.runfiles import (
     described_run,
     fix_hint,
     incomplete_result,
+    inconsistent_result,
     metrics_line,
     parse_metrics_line,
+    read_checkpoint,
 )
 from debias_bench.runlock import hold_lock, lock_held, pid_alive
 from debias_bench.states import (
@@ -71,6 +73,8 @@ from debias_bench.states import (
 STATES = tuple(RunState)
 #: serialises read-modify-write of status.json between the threads of one process
 _STATUS_LOCK = threading.RLock()
+#: (metrics.jsonl, mtime, size) -> its evaluation records
+_LOGGED: dict[tuple[str, int, int], list[dict[str, Any]]] = {}
 
 __all__ = [
     "HEARTBEAT_EVERY_S",
@@ -170,10 +174,14 @@ class RunDir:
 
     def _stale(self, stamped: dict[str, Any] | None, name: str) -> str | None:
         """What changed, when ``stamped`` (the result, or the checkpoint) was made by other
-        code of the method or dataset than the current one; None otherwise (and for files
-        written before they recorded it)."""
-        made_by = (stamped or {}).get("code")
-        if made_by is None or made_by == self.code():
+        code of the method or dataset than the current one, or records none (written before
+        files recorded it, or edited); None otherwise (and when there is no such file)."""
+        if stamped is None:
+            return None
+        made_by = stamped.get("code")
+        if made_by is None:
+            return f"stale: no code identity recorded in its {name} (code now {self.code()})"
+        if made_by == self.code():
             return None
         return f"stale: code changed since its {name} was written (code {made_by} -> {self.code()})"
 
@@ -320,10 +328,28 @@ class RunDir:
             return None
         except CorruptDataError as exc:
             raise CorruptDataError(exc.message, hint=self._fix("result.json")) from exc
-        problem = incomplete_result(result) or self._foreign(result, "result.json")
+        problem = (
+            incomplete_result(result)
+            or self._foreign(result, "result.json")
+            or inconsistent_result(result, self._logged_metrics())
+        )
         if problem:
             raise CorruptDataError(f"{self.result_path} {problem}", hint=self._fix("result.json"))
         return result
+
+    def _logged_metrics(self) -> list[dict[str, Any]]:
+        """The evaluation records, read once per version of ``metrics.jsonl`` (the result is
+        checked against them on every read)."""
+        try:
+            stat = self.metrics_path.stat()
+        except FileNotFoundError:
+            return []
+        key = (str(self.metrics_path), stat.st_mtime_ns, stat.st_size)
+        if key not in _LOGGED:
+            if len(_LOGGED) > 256:
+                _LOGGED.clear()
+            _LOGGED[key] = self.metrics()
+        return _LOGGED[key]
 
     def _foreign(self, stamped: dict[str, Any], name: str) -> str | None:
         """Why ``stamped`` (a result or a checkpoint) is not this run's, None when it is.
@@ -473,7 +499,7 @@ class RunDir:
             return None
         self._check_checkpoint()
         try:
-            return torch.load(self.checkpoint_path, map_location="cpu", weights_only=False)
+            return read_checkpoint(self.checkpoint_path)
         except Exception as exc:  # a torn file: say which
             raise CorruptDataError(
                 f"cannot read checkpoint {self.checkpoint_path}: {exc}",

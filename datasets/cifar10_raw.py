@@ -89,6 +89,40 @@ def write_fixture(raw_root: Path, per_class_train: int = 4, per_class_test: int 
     return folder
 
 
+#: the globals the official batches name (NumPy arrays); a pickle naming any other is refused
+_BATCH_GLOBALS = frozenset(
+    {
+        ("numpy.core.multiarray", "_reconstruct"),
+        ("numpy._core.multiarray", "_reconstruct"),
+        ("numpy.core.numeric", "_frombuffer"),  # pickle protocol 5
+        ("numpy._core.numeric", "_frombuffer"),
+        ("numpy", "ndarray"),
+        ("numpy", "dtype"),
+        ("_codecs", "encode"),  # how protocol 2 spells bytes (harmless: text to bytes)
+    }
+)
+
+
+class _BatchUnpickler(pickle.Unpickler):
+    """Reads a CIFAR-10 batch without running code: a downloaded file is never trusted to
+    name a callable (a pickle that names one is refused, not executed)."""
+
+    def find_class(self, module: str, name: str) -> object:
+        if (module, name) not in _BATCH_GLOBALS:
+            raise CorruptDataError(
+                f"a CIFAR-10 batch names {module}.{name}, which the official batches never "
+                "hold: refused unread (download them again)"
+            )
+        return super().find_class(module, name)
+
+
+def _unpickle_batch(data: bytes) -> dict[str, object]:
+    batch = _BatchUnpickler(io.BytesIO(data), encoding="latin1").load()
+    if not isinstance(batch, dict):
+        raise CorruptDataError("a CIFAR-10 batch is not a dictionary (download it again)")
+    return batch
+
+
 def _from_batches(read: dict[str, bytes]) -> dict[str, np.ndarray]:
     out = {}
     for split, names in (
@@ -99,7 +133,7 @@ def _from_batches(read: dict[str, bytes]) -> dict[str, np.ndarray]:
         for name in names:
             if name not in read:
                 raise CorruptDataError(f"CIFAR-10 batch {name} is missing")
-            batch = pickle.loads(read[name], encoding="latin1")
+            batch = _unpickle_batch(read[name])
             images.append(np.asarray(batch["data"], np.uint8).reshape(-1, 3, 32, 32))
             labels.append(np.asarray(batch["labels"], np.int64))
         out[f"{split}_images"] = np.concatenate(images).transpose(0, 2, 3, 1).copy()

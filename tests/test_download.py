@@ -166,3 +166,33 @@ def test_an_archive_reaching_outside_its_folder_is_refused(tmp_path):
 def test_a_dataset_without_public_sources(tmp_path, capsys):
     assert main(["data", "download", "bar", "--raw-root", str(tmp_path)]) == 1
     assert "no public download" in capsys.readouterr().err
+
+
+class _Payload:
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        import os
+
+        return (os.system, (f"touch {self.marker}",))
+
+
+@pytest.mark.parametrize("protocol", [2, 4, 5])
+def test_cifar10_batches_are_read_without_running_code(tmp_path, protocol):
+    """A downloaded batch is never trusted to name a callable: the official layout (a dict of
+    a uint8 array and a label list, any pickle protocol) reads; a batch whose pickle would run
+    a command is refused, naming the global, and the command never runs."""
+    import pickle
+
+    import numpy as np
+
+    data = np.arange(2 * 3072, dtype=np.uint8).reshape(2, 3072)
+    good = pickle.dumps({"data": data, "labels": [3, 5]}, protocol=protocol)
+    assert (cifar10_raw._unpickle_batch(good)["data"] == data).all()
+
+    marker = tmp_path / "payload-ran"
+    bad = pickle.dumps({"data": _Payload(marker), "labels": []}, protocol=protocol)
+    with pytest.raises(CorruptDataError, match=r"names (posix|os)\.system"):
+        cifar10_raw._unpickle_batch(bad)
+    assert not marker.exists()

@@ -68,10 +68,12 @@ def write_run(
     commit: str | None = None,
     overrides: dict[str, Any] | None = None,
     data_options: dict[str, Any] | None = None,
+    last_step: int = 10,
 ) -> RunDir:
     """A run as the engine leaves it; ``acc`` is the test accuracy of ``last`` (best_valid +1,
-    best_test +2). Its config records the code that planned it as version 0.1.0 at ``commit``;
-    ``overrides`` are its ``--set`` values, ``data_options`` its build options."""
+    best_test +2; ``last`` at ``last_step``, the others at step 10). Its config records the
+    code that planned it as version 0.1.0 at ``commit``; ``overrides`` are its ``--set``
+    values, ``data_options`` its build options."""
     config = make_config(
         method, dataset, ratio, seed, overrides=overrides, data_options=data_options
     )
@@ -84,7 +86,12 @@ def write_run(
         return run
     assert acc is not None
     selections = {
-        sel: {"step": 10, "epoch": 1.0, "valid": metrics(acc + 50), "test": metrics(acc + k)}
+        sel: {
+            "step": last_step if sel == "last" else 10,
+            "epoch": 1.0,
+            "valid": metrics(acc + 50),
+            "test": metrics(acc + k),
+        }
         for k, sel in enumerate(SELECTIONS)
     }
     run.transition(RunState.RUNNING, attempt=1)
@@ -215,8 +222,14 @@ def test_runs_on_other_data_are_variants_named_by_their_build_options(store: Pat
 
 
 def evaluation(step: int, acc: float) -> dict[str, Any]:
-    """One line of ``metrics.jsonl`` as the engine writes it."""
-    return {"step": step, "epoch": float(step), "valid": metrics(acc), "test": metrics(acc)}
+    """One line of ``metrics.jsonl`` as the engine writes it (steps from 100 on, after the
+    step-10 selections of ``write_run``, which have no record here)."""
+    return {
+        "step": 100 + step,
+        "epoch": float(step),
+        "valid": metrics(acc + 50),
+        "test": metrics(acc),
+    }
 
 
 def test_tail_accuracy_is_the_mean_of_the_last_ten_evaluations() -> None:
@@ -232,11 +245,11 @@ def test_a_cell_whose_flag_hangs_on_one_evaluation_is_marked(tmp_path: Path) -> 
     says so; a cell where both agree (ETF-Debias, tails equal to ``last``) is not."""
     root = tmp_path / "runs"
     for seed, acc in enumerate([82.0, 82.2, 81.9]):
-        run = write_run(root, "disent", 1.0, seed, acc)
+        run = write_run(root, "disent", 1.0, seed, acc, last_step=112)
         for step in range(1, 12):
             run.append_metrics(evaluation(step, acc - 2.5))
         run.append_metrics(evaluation(12, acc))
-        etf = write_run(root, "etf_debias", 1.0, seed, 82.0)
+        etf = write_run(root, "etf_debias", 1.0, seed, 82.0, last_step=110)
         for step in range(1, 11):
             etf.append_metrics(evaluation(step, 82.0))
     frame, _ = export_frame(RunStore(root), "cmnist")

@@ -159,6 +159,82 @@ TINY = {"steps": 24, "eval_every": 8, "batch_size": 32}
 CPU = torch.device("cpu")
 
 
+class _Payload:
+    """A pickle that runs a shell command when it is unpickled (what a hostile checkpoint
+    carries)."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+@pytest.mark.realdata
+@pytest.mark.parametrize("state", ["unfinished", "done"])
+def test_a_checkpoint_carrying_a_pickle_payload_is_corrupt_and_never_run(store, capsys, state):
+    """Issue 36.1: run stores are shared; reading one (`bench status`, `report`, `regress`,
+    `reproduce export`, `run`) must never execute code a checkpoint carries."""
+    root, env, ids = store
+    run = root / ids[1]
+    marker = root.parent / "payload-ran"
+    if state == "unfinished":
+        (run / "result.json").unlink()  # the checkpoint is what a resume would read
+    with open(run / "checkpoint.pt", "wb") as handle:
+        torch.save({"stamp": {"run_id": ids[1]}, "payload": _Payload(marker)}, handle)
+
+    capsys.readouterr()
+    assert main(["status", "--out", str(root)]) == 0
+    out = capsys.readouterr().out
+    if state == "unfinished":
+        row = next(line for line in out.splitlines() if line.startswith(f"| {ids[1]}"))
+        assert "| corrupt" in row and "checkpoint.pt" in row
+    assert main(["report", "--out", str(root), "--table", "synthetic"]) == 0
+    for command in (
+        ["regress", "record", "--allow-unfinished", "-o", str(root.parent / "b.json")],
+        ["reproduce", "export", "-o", str(root.parent / "r.csv")],
+        ["track", "export", "--to", f"tensorboard={root.parent / 'tb'}"],
+    ):
+        no_traceback(bench(*command, "--out", str(root), env=env))
+    proc = bench("run", *CI_GRID, "--out", str(root), env=env)
+    no_traceback(proc)
+    assert not marker.exists(), "a checkpoint's pickle ran code"
+    if state == "unfinished":
+        assert proc.returncode == 1
+        assert "checkpoint.pt: it names posix.system" in proc.stdout + proc.stderr
+
+
+def _edit_result(path: Path, edit) -> None:
+    result = json.loads(path.read_text())
+    edit(result["selections"]["last"]["test"])
+    path.write_text(json.dumps(result))
+
+
+@pytest.mark.realdata
+@pytest.mark.parametrize("what", ["accuracy", "every number of the split"])
+def test_a_hand_edited_result_is_corrupt(store, capsys, what):
+    """Issue 36.5: a result is checked against itself (overall vs aligned / conflicting and
+    group accuracies weighted by their counts) and against the evaluation it was taken from in
+    ``metrics.jsonl``; an edit that keeps the split consistent is caught by the second."""
+    root, _, ids = store
+    path = root / ids[1] / "result.json"
+
+    def edit(test: dict) -> None:
+        test["accuracy"] = 91.5
+        if what != "accuracy":
+            test["aligned_accuracy"] = test["conflicting_accuracy"] = 91.5
+            test["group_accuracy"] = [
+                [None if acc is None else 91.5 for acc in row] for row in test["group_accuracy"]
+            ]
+
+    _edit_result(path, edit)
+    _status_shows_corrupt(capsys, root, ids[1], "result.json")
+    with pytest.raises(Exception, match="edited number"):
+        RunStore(root).run(ids[1]).result()
+    _report_lists_corrupt(capsys, root, ids[1], "result.json")
+    assert "91.5" not in capsys.readouterr().out
+
+
 def _config(seed: int = 0, method: str = "vanilla"):
     return make_config(method, "toy", 20, seed, protocol="clean", overrides=TINY)
 
