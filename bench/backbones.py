@@ -30,8 +30,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from debias_bench.data import DatasetSpec
-from debias_bench.errors import DataNotFoundError, UnknownNameError
+from debias_bench.errors import DataNotFoundError
 from debias_bench.hparams import EngineParams
+from debias_bench.registry import BACKBONES, register_backbone
 
 
 class Backbone(nn.Module):
@@ -190,7 +191,7 @@ def _resnet18_etf(spec: DatasetSpec, hp: EngineParams) -> Backbone:
 
 
 #: name -> builder from the dataset's spec and the run's (engine) hyperparameters
-BACKBONES: dict[str, Callable[[DatasetSpec, EngineParams], Backbone]] = {
+_BUILDERS: dict[str, Callable[[DatasetSpec, EngineParams], Backbone]] = {
     "mlp": _mlp,
     "resnet20": lambda spec, hp: ResNet20(spec.channels),
     "resnet20_kaiming": lambda spec, hp: ResNet20(spec.channels, head_init="kaiming"),
@@ -198,6 +199,8 @@ BACKBONES: dict[str, Callable[[DatasetSpec, EngineParams], Backbone]] = {
     "resnet18_pretrained": _resnet18_pretrained,
     "resnet18_etf": _resnet18_etf,
 }
+for _name, _builder in _BUILDERS.items():
+    register_backbone(_name, display_name=_name)(_builder)
 
 
 def init_head(backbone: nn.Module, head: nn.Linear) -> nn.Linear:
@@ -211,11 +214,6 @@ def init_head(backbone: nn.Module, head: nn.Linear) -> nn.Linear:
 def build_backbone(name: str, spec: DatasetSpec, hp: Mapping[str, Any]) -> Backbone:
     """Build a backbone by name, with the run's typed params ``hp`` (or a mapping of some of
     its values; the others take their declared defaults); it has a ``feat_dim`` attribute."""
-    try:
-        builder = BACKBONES[name]
-    except KeyError:
-        raise UnknownNameError(
-            f"unknown backbone {name!r}; valid names: {', '.join(BACKBONES)}"
-        ) from None
+    builder = BACKBONES.get(name)  # an unknown name: UnknownNameError listing the valid ones
     params = hp if isinstance(hp, EngineParams) else EngineParams.of({**hp, "backbone": name})
     return builder(spec, params)

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Self, Union, get_args, get_origin, get_type_hints
 
 from debias_bench.errors import ConfigError
+from debias_bench.registry import BACKBONES, OPTIMIZERS
 from debias_bench.search import Around, LogUniform, SearchSpace
 
 Kind = Literal["int", "float", "bool", "str", "ints"]
@@ -171,15 +172,11 @@ def _convert(kind: Kind, value: Any) -> Any:
 
 
 def _backbones() -> Iterable[str]:
-    from debias_bench.backbones import BACKBONES
-
-    return BACKBONES
+    return BACKBONES.names()
 
 
 def _optimizers() -> Iterable[str]:
-    from debias_bench.optim import OPTIMIZERS
-
-    return OPTIMIZERS
+    return OPTIMIZERS.names()
 
 
 #: Sane maxima of the lengths and batch sizes: far beyond any published recipe (200 epochs,

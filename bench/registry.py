@@ -1,4 +1,5 @@
-"""Name -> entry registries for methods and datasets, filled by decorators.
+"""Name -> entry registries for methods, datasets, backbones and optimisers, filled by
+decorators.
 
 Modelled on torchvision's ``register_model``: registering a name twice is an error, the
 metadata lives on the entry, and lookups of unknown names list the valid ones.
@@ -122,5 +123,12 @@ def import_modules(package: str, path: Iterable[str]) -> None:
 METHODS: Registry[Any] = Registry("method", "debias_bench.methods")
 DATASETS: Registry[Any] = Registry("dataset", "debias_bench.datasets")
 
+#: backbone and optimiser names, so that configuration can validate them without importing
+#: the training modules that build them (each registers itself when first looked up)
+BACKBONES: Registry[Any] = Registry("backbone", "debias_bench.backbones")
+OPTIMIZERS: Registry[Any] = Registry("optimizer", "debias_bench.optim")
+
 register_method = METHODS.register
 register_dataset = DATASETS.register
+register_backbone = BACKBONES.register
+register_optimizer = OPTIMIZERS.register

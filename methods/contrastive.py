@@ -8,7 +8,7 @@ Specification: ``../shared/reference/METHODS.md`` section 8 (``iwhwang/SelecMix`
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, cast
+from typing import Protocol, cast
 
 import torch
 import torch.nn.functional as F
@@ -17,9 +17,6 @@ from torch import nn
 from debias_bench.backbones import Backbone, build_backbone
 from debias_bench.data import DatasetSpec
 from debias_bench.hparams import EngineParams
-
-if TYPE_CHECKING:
-    from .selecmix import SelecMixParams
 
 
 def gsc_loss(z: torch.Tensor, labels: torch.Tensor, temp: float, q: float | None) -> torch.Tensor:
@@ -75,7 +72,17 @@ class EmbeddingModel(nn.Module):
         return F.normalize(self.head(self.encoder(x)), dim=1)
 
 
-def make_embedding_model(spec: DatasetSpec, hp: SelecMixParams) -> EmbeddingModel:
+class AuxiliaryKeys(Protocol):
+    """The keys of a method's params that describe its auxiliary embedding model (SelecMix's:
+    a structural type, so this module does not import the method that uses it)."""
+
+    aux_backbone: str
+    aux_mlp_hidden: tuple[int, ...] | None
+    aux_embed_dim: int
+    mlp_hidden: tuple[int, ...] | None
+
+
+def make_embedding_model(spec: DatasetSpec, hp: AuxiliaryKeys) -> EmbeddingModel:
     """The auxiliary model named by ``hp.aux_backbone``.
 
     ``cifar_resnet18`` is the official choice for every dataset; any backbone name of
@@ -88,7 +95,8 @@ def make_embedding_model(spec: DatasetSpec, hp: SelecMixParams) -> EmbeddingMode
         encoder = cifar_resnet18(spec.channels)
     else:
         hidden = hp.mlp_hidden if hp.aux_mlp_hidden is None else hp.aux_mlp_hidden
-        engine_keys: EngineParams = hp  # what a backbone reads
+        assert isinstance(hp, EngineParams)  # what a backbone reads
+        engine_keys: EngineParams = hp
         aux_hp = dataclasses.replace(engine_keys, input_div255=False, mlp_hidden=hidden)
         encoder = build_backbone(name, spec, aux_hp)
     return EmbeddingModel(encoder, hp.aux_embed_dim)

@@ -17,11 +17,11 @@ import pytest
 import torch
 from torch import nn
 
-from debias_bench.backbones import BACKBONES, build_backbone, init_head
+from debias_bench.backbones import build_backbone, init_head
 from debias_bench.config import resolve_hparams
 from debias_bench.method import TrainEnv
 from debias_bench.methods.common import make_classifier
-from debias_bench.registry import DATASETS, METHODS
+from debias_bench.registry import BACKBONES, DATASETS, METHODS
 
 CIFAR = DATASETS.get("cifar10c").spec
 CMNIST = DATASETS.get("cmnist").spec
@@ -32,7 +32,7 @@ def _std(weight: torch.Tensor) -> float:
 
 
 def test_named_backbones() -> None:
-    assert {"resnet20", "resnet20_kaiming", "resnet18_etf"} <= set(BACKBONES)
+    assert {"resnet20", "resnet20_kaiming", "resnet18_etf"} <= set(BACKBONES.names())
 
 
 def test_resnet20_head_is_pytorchs_default_and_resnet20_kaiming_is_kaiming() -> None:
