@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
+
+import pandas as pd
 
 from debias_bench import paths
 from debias_bench.metrics import SELECTIONS
@@ -39,39 +42,72 @@ def options(args: argparse.Namespace) -> ReportOptions:
     )
 
 
-def cmd_report(args: argparse.Namespace) -> int:
-    store = check_store(args.out)  # no store at --out: exit 2 naming it (debias_bench.preflight)
+@dataclass(frozen=True)
+class ReportRequest:
+    """What one report shows: the store, which runs, which tables, in which format."""
+
+    out: Path
+    table: str = ALL
+    format: str = "markdown"
+    opts: ReportOptions = field(default_factory=ReportOptions)
+    paper: str | None = None  # compare with this reference (``--compare-paper``)
+    protocol: str | None = None
+    preset: str | None = None
+    where: tuple[str, ...] = ()
+    fragment: bool = False
+
+
+def report_text(request: ReportRequest) -> tuple[str, int, pd.DataFrame]:
+    """The rendered report, its number of tables, and the records it drew on."""
+    store = check_store(request.out)  # no store: exit 2 naming it (launchers.preflight)
     records = load_records(store)
     if records.empty:
         print(f"note: no runs under {store.root} yet (an empty run store)", file=sys.stderr)
     for column in ("protocol", "preset"):
-        wanted = getattr(args, column)
+        wanted = getattr(request, column)
         if wanted:
             records = records[records[column] == wanted]
-    records = apply_where(records, parse_where(args.where or []))
-    opts = options(args)
-    paper = load_paper(args.paper) if args.compare_paper else None
+    records = apply_where(records, parse_where(list(request.where)))
+    opts = request.opts
+    paper = load_paper(request.paper) if request.paper else None
     every_run = records
-    records, tuned = split_tuned(Path(args.out), records)  # bench tune's search runs apart
-    tables = build_tables(records, args.table, opts, paper)
-    if args.table == ALL:
+    records, tuned = split_tuned(request.out, records)  # bench tune's search runs apart
+    tables = build_tables(records, request.table, opts, paper)
+    if request.table == ALL:
         tables += tuned_tables(tuned, opts)
-    if args.format == "html":  # one page: the tables, the plots, failures and provenance
+    if request.format == "html":  # one page: the tables, the plots, failures and provenance
         from debias_bench.reporting.render_html import page  # matplotlib only when asked
 
         text = page(store, tables, records, opts, paper, runs=every_run)
     else:
-        text = render(tables, args.format, standalone=not args.fragment)
+        text = render(tables, request.format, standalone=not request.fragment)
+    return text, len(tables), records
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    request = ReportRequest(
+        out=Path(args.out),
+        table=args.table,
+        format=args.format,
+        opts=options(args),
+        paper=args.paper if args.compare_paper else None,
+        protocol=args.protocol,
+        preset=args.preset,
+        where=tuple(args.where or ()),
+        fragment=args.fragment,
+    )
+    text, n_tables, records = report_text(request)
     if args.output:
         Path(args.output).parent.mkdir(parents=True, exist_ok=True)
         Path(args.output).write_text(text)
-        print(f"wrote {args.output} ({len(tables)} tables)", file=sys.stderr)
+        print(f"wrote {args.output} ({n_tables} tables)", file=sys.stderr)
     else:
         sys.stdout.write(text)
     if args.plot:
         from debias_bench.reporting.plots import plot_ratio_curves  # matplotlib only when asked
 
-        written = plot_ratio_curves(records, opts, Path(args.plot), paper)
+        paper = load_paper(request.paper) if request.paper else None
+        written = plot_ratio_curves(records, request.opts, Path(args.plot), paper)
         print(f"wrote {len(written)} plot files under {args.plot}", file=sys.stderr)
     return 0
 

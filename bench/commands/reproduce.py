@@ -15,12 +15,13 @@ while a sweep writes to it). ``table`` prints the comparison with the paper and,
 from __future__ import annotations
 
 import argparse
-import contextlib
 import sys
 from pathlib import Path
 
 from debias_bench.errors import ConfigError
+from debias_bench.reporting import ReportOptions
 from debias_bench.reporting.layout import reference_layout
+from debias_bench.reporting.paper import DEFAULT_PAPER
 from debias_bench.reporting.plots import plot_reproduction
 from debias_bench.reproduction.compare import compare_frame, load_explanations, variants
 from debias_bench.reproduction.export import export_frame, merge_frames, read_csv, write_csv
@@ -36,6 +37,7 @@ from debias_bench.reproduction.render import (
 from debias_bench.store import RunStore
 
 from .common import command_with_verbs
+from .report import ReportRequest, report_text
 
 DEFAULT_EXPLANATIONS = Path("results/reproduction/explanations.yaml")
 
@@ -177,25 +179,10 @@ def cmd_run_grid(args: argparse.Namespace) -> int:
 
 def write_tables(store: Path, output: Path, protocol: str, preset: str) -> None:
     """``bench report --table all --compare-paper`` of ``store``, as Markdown, to ``output``."""
-    from debias_bench.cli import main
-
-    with output.open("w") as out, contextlib.redirect_stdout(out):
-        main(
-            [
-                "report",
-                "--out",
-                str(store),
-                "--table",
-                "all",
-                "--format",
-                "markdown",
-                "--compare-paper",
-                "--protocol",
-                protocol,
-                "--preset",
-                preset,
-            ]
-        )
+    request = ReportRequest(
+        out=store, paper=DEFAULT_PAPER, protocol=protocol, preset=preset, opts=ReportOptions()
+    )
+    output.write_text(report_text(request)[0])
     print(f"wrote {output}", file=sys.stderr)
 
 
