@@ -1,4 +1,5 @@
-"""Evaluation metrics (all accuracies in percent) and model-selection protocols."""
+"""Evaluation metrics (all accuracies in percent); the selection rules are in
+:mod:`debias_bench.selection`."""
 
 from __future__ import annotations
 
@@ -8,18 +9,8 @@ from typing import Any
 import torch
 
 from debias_bench.data import DatasetSpec, Split, eval_batches
+from debias_bench.selection import SELECTED_BY
 from debias_bench.states import FailReason, RunFailure
-
-#: model-selection rules; every result has the first three (older results lack the others)
-SELECTIONS = ("last", "best_valid", "best_test", "best_valid_worst_group", "best_valid_iid")
-REQUIRED_SELECTIONS = SELECTIONS[:3]
-#: selection -> (split, metric) it maximises (``last`` takes the final evaluation)
-SELECTED_BY = {
-    "best_valid": ("valid", "accuracy"),
-    "best_test": ("test", "accuracy"),
-    "best_valid_worst_group": ("valid", "worst_group_accuracy"),
-    "best_valid_iid": ("valid_iid", "accuracy"),  # no bias labels: see debias_bench.iid
-}
 
 
 @torch.inference_mode()

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from debias_bench.errors import CorruptDataError
-from debias_bench.metrics import REQUIRED_SELECTIONS
+from debias_bench.selection import REQUIRED_SELECTIONS
 
 #: the suffix of a file or run folder moved aside (the fixes of faults say ``mv X X.bad``)
 MOVED_ASIDE = ".bad"

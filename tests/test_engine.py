@@ -12,8 +12,8 @@ from planted import plant
 from debias_bench.config import make_config
 from debias_bench.engine import Interrupted, train_run
 from debias_bench.errors import ConfigError
-from debias_bench.metrics import SELECTIONS
 from debias_bench.registry import METHODS, register_method
+from debias_bench.selection import SELECTIONS
 from debias_bench.states import RunState
 from debias_bench.store import RunStore
 from debias_bench.sweep import run_one

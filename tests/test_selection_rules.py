@@ -10,7 +10,8 @@ from conftest import make_toy_split
 from debias_bench.config import make_config
 from debias_bench.engine import train_run
 from debias_bench.iid import MIN_ALIGNED, iid_valid
-from debias_bench.metrics import SELECTED_BY, accuracy_metrics
+from debias_bench.metrics import accuracy_metrics
+from debias_bench.selection import SELECTED_BY
 from debias_bench.store import RunStore
 
 

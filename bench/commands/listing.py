@@ -102,7 +102,7 @@ def list_launchers() -> str:
 
 
 def list_selections() -> str:
-    from debias_bench.metrics import REQUIRED_SELECTIONS, SELECTED_BY, SELECTIONS
+    from debias_bench.selection import REQUIRED_SELECTIONS, SELECTED_BY, SELECTIONS
 
     rows: list[list[object]] = []
     for name in SELECTIONS:

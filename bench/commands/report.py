@@ -13,7 +13,6 @@ from pathlib import Path
 import pandas as pd
 
 from debias_bench import paths
-from debias_bench.metrics import SELECTIONS
 from debias_bench.preflight import check_store
 from debias_bench.reporting import (
     ALL,
@@ -30,6 +29,7 @@ from debias_bench.reporting.grouping import apply_where, parse_where
 from debias_bench.reporting.layout import reference_layout
 from debias_bench.reporting.paper import DEFAULT_PAPER
 from debias_bench.reporting.tuned import split_tuned, tuned_tables
+from debias_bench.selection import SELECTIONS
 
 
 def options(args: argparse.Namespace) -> ReportOptions:
