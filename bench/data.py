@@ -115,6 +115,50 @@ class Batch(NamedTuple):
     b: torch.Tensor
 
 
+def out_of_range(values: torch.Tensor | np.ndarray, size: int) -> tuple[int, int, int] | None:
+    """(how many, the first one's position, its value) of the entries of ``values`` outside
+    ``0 .. size - 1``; None when every entry is in range (one min and one max when it is)."""
+    array = values.numpy() if isinstance(values, torch.Tensor) else np.asarray(values)
+    if not len(array) or (array.min() >= 0 and array.max() < size):
+        return None
+    bad = np.flatnonzero((array < 0) | (array >= size))
+    return len(bad), int(bad[0]), int(array[bad[0]])
+
+
+def range_problems(
+    split: str,
+    labels: torch.Tensor | np.ndarray,
+    biases: torch.Tensor | np.ndarray,
+    num_classes: int,
+    num_biases: int,
+) -> list[str]:
+    """What of one split's labels and bias labels lies outside its dataset's classes and
+    biases, one phrase each: ``3 test labels outside 0..9 (first: item 17, value 10)``."""
+    problems = []
+    for what, values, size in (("label", labels, num_classes), ("bias label", biases, num_biases)):
+        found = out_of_range(values, size)
+        if found is not None:
+            count, first, value = found
+            plural = "s" if count > 1 else ""
+            problems.append(
+                f"{count} {split} {what}{plural} outside 0..{size - 1} "
+                f"(first: item {first}, value {value})"
+            )
+    return problems
+
+
+def splits_range_problems(splits: Splits, spec: DatasetSpec) -> list[str]:
+    """``range_problems`` of every split of ``splits`` against ``spec``."""
+    names = ("train", "valid", "test")
+    return [
+        problem
+        for name, split in zip(names, splits, strict=True)
+        for problem in range_problems(
+            name, split.labels, split.biases, spec.num_classes, spec.num_biases
+        )
+    ]
+
+
 def take(images: ArrayLike, rows: torch.Tensor) -> torch.Tensor:
     """Gather rows of an in-memory tensor or a (memory-mapped) NumPy array as a tensor."""
     if isinstance(images, torch.Tensor):

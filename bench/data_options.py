@@ -10,6 +10,11 @@ declarations check ``--data-option`` and the presets' data options when a grid i
 (:func:`check_data_options`), list the valid ones in errors, and document them
 (``bench data options NAME``). A value is only ever checked and converted, never filled in:
 the options a run records are the ones it was given, so run ids stay what they were.
+
+A number's range is its declared ``minimum`` and ``maximum``; an int option that declares no
+maximum still fits a signed 64-bit integer (what NumPy and torch take), so a value such as
+``data_seed=1e23`` is refused when the grid is expanded (exit 2, the option and its range
+named), never an overflow inside a run.
 """
 
 from __future__ import annotations
@@ -22,8 +27,12 @@ from debias_bench.errors import ConfigError
 T = TypeVar("T")
 
 
+#: the range of an int option that declares no bound of its own (a signed 64-bit integer)
+INT_RANGE = (-(2**63), 2**63 - 1)
+
+
 class DataOption(Generic[T]):
-    """One typed option: its type, default, allowed values or lower bound, and a one-line doc."""
+    """One typed option: its type, default, allowed values or range, and a one-line doc."""
 
     def __init__(
         self,
@@ -33,12 +42,13 @@ class DataOption(Generic[T]):
         *,
         choices: Sequence[Any] = (),
         minimum: float | None = None,
+        maximum: float | None = None,
         affects_data: bool = True,
     ) -> None:
         if kind not in (int, float, str, bool):
             raise TypeError(f"a data option is an int, float, str or bool, not {kind!r}")
         self.kind, self.default, self.doc = kind, default, doc
-        self.choices, self.minimum = tuple(choices), minimum
+        self.choices, self.minimum, self.maximum = tuple(choices), minimum, maximum
         #: False for an option that only changes how the data is built (parallel workers):
         #: a run given another value still trains on its recipe's data
         self.affects_data = affects_data
@@ -69,8 +79,8 @@ class DataOption(Generic[T]):
         facts.append(f"default {self.default!r}" if self.default is not None else "default none")
         if self.choices:
             facts.append("one of " + ", ".join(str(c) for c in self.choices))
-        elif self.minimum is not None:
-            facts.append(f">= {self.minimum:g}")
+        elif self.minimum is not None or self.maximum is not None:
+            facts.append(self.range_text(declared=True))
         return f"{self.name} ({'; '.join([', '.join(facts[:2]), *facts[2:]])}): {self.doc}"
 
     def parse(self, value: Any, dataset: str) -> T:
@@ -86,12 +96,39 @@ class DataOption(Generic[T]):
         if self.choices and parsed not in self.choices:
             valid = ", ".join(str(c) for c in self.choices)
             raise self._error(value, dataset, f"valid values: {valid}")
-        if self.minimum is not None and parsed < self.minimum:
-            raise self._error(value, dataset, f"must be >= {self.minimum:g}")
+        low, high = self.minimum, self.maximum
+        if (low is not None and parsed < low) or (high is not None and parsed > high):
+            raise self._error(value, dataset, f"must be {self.range_text(declared=True)}")
+        low, high = self.bounds()  # an int's 64 bits, where it declares no bound
+        if (low is not None and parsed < low) or (high is not None and parsed > high):
+            raise self._error(value, dataset, f"must be {self.range_text()} (a 64-bit integer)")
         return parsed
+
+    def bounds(self) -> tuple[float | None, float | None]:
+        """(lowest, highest) value it takes; an int's default to a signed 64-bit integer's."""
+        if self.kind is not int:
+            return self.minimum, self.maximum
+        low = INT_RANGE[0] if self.minimum is None else self.minimum
+        high = INT_RANGE[1] if self.maximum is None else self.maximum
+        return low, high
+
+    def range_text(self, declared: bool = False) -> str:
+        """``>= 1``, ``0 <= data_seed <= 4294967295``: its bounds (``declared``: only those
+        it declares, without an int's 64-bit ones)."""
+        low, high = (self.minimum, self.maximum) if declared else self.bounds()
+        if low is not None and high is not None:
+            return f"{_number(low)} <= {self.name} <= {_number(high)}"
+        return f">= {_number(low)}" if low is not None else f"<= {_number(high)}"
 
     def _error(self, value: Any, dataset: str, why: str) -> ConfigError:
         return ConfigError(f"data option {self.name}={value!r} for {dataset}: {why}", hint=self.doc)
+
+
+def _number(value: float | None) -> str:
+    """A bound as written: whole numbers in full (4294967295, not 4.29497e+09)."""
+    if value is not None and float(value).is_integer():
+        return str(int(value))
+    return f"{value:g}" if value is not None else ""
 
 
 def _convert(kind: type, value: Any) -> Any:

@@ -9,6 +9,13 @@ error naming the file and the command that repairs it (a run never rebuilds data
 damaged). A half-finished swap left by a kill is put back by ``settle`` before a build and
 before a run reads.
 
+Whatever a family's ``load`` returns (a plugin's own ``load`` too: ``__init_subclass__`` wraps
+it) is range-checked against its spec: a label or bias label outside the dataset's classes is a
+``BadDataError`` naming the dataset, the split, how many and the first one, so a run on it ends
+``failed (bad data)`` instead of reporting a wrong accuracy. The npy store refuses such labels
+when it is built (``seal_dataset``), and the up-front check of a sweep (``content_problems``)
+reads the prepared labels and stamps of the files its runs read before any run folder exists.
+
 What a dataset knows for the engine (its presets' values, its training-set sizes, what its
 validation split is) is declared on its class too (``presets``, ``train_sizes``,
 ``valid_split``); ``debias_bench.dataset_facts`` resolves each with the dataset's recipe.
@@ -16,7 +23,9 @@ validation split is) is declared on its class too (``presets``, ``train_sizes``,
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import functools
 import shutil
 import sys
 from abc import ABC, abstractmethod
@@ -25,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from debias_bench.data import DatasetSpec, Splits
+from debias_bench.data import DatasetSpec, Splits, range_problems, splits_range_problems
 from debias_bench.data_options import DataOption, check_options, declared_options
 from debias_bench.download import Download
 from debias_bench.errors import BenchError, ConfigError, CorruptDataError, DataNotFoundError
@@ -40,6 +49,8 @@ from debias_bench.folder_swap import (
 )
 from debias_bench.integrity import (
     MANIFEST,
+    BadDataError,
+    changed_files,
     check_files,
     completeness_problems,
     fingerprint_of,
@@ -52,6 +63,7 @@ from debias_bench.split_store import (
     load_split,
     publish_dataset,
     ratio_dirname,
+    read_attrs,
     save_split,
     seal_dataset,
     split_digest,
@@ -99,6 +111,31 @@ class PresetValues:
     data_options: Mapping[str, Any] = field(default_factory=dict)
 
 
+Load = Callable[[Any, float], Splits]
+
+
+def _range_checked(load: Load) -> Load:
+    """``load`` whose splits are checked against the family's spec: a label or bias label
+    outside its classes is a BadDataError naming the dataset, the split, how many and the
+    first one (the run on it ends ``failed (bad data)``)."""
+
+    @functools.wraps(load)
+    def checked(self: DatasetFamily, ratio: float) -> Splits:
+        splits = load(self, ratio)
+        problems = splits_range_problems(splits, self.spec)
+        if problems:
+            spec = self.spec
+            raise BadDataError(
+                f"{spec.name} at {float(ratio):g}%: {'; '.join(problems)}; its data must match "
+                f"its spec ({spec.num_classes} classes, {spec.num_biases} bias labels): fix its "
+                "labels or its spec"
+            )
+        return splits
+
+    checked.checks_ranges = True  # type: ignore[attr-defined]
+    return checked
+
+
 class DatasetFamily(ABC):
     """A registered dataset: builds itself from raw sources, loads its splits, verifies them.
 
@@ -133,8 +170,19 @@ class DatasetFamily(ABC):
         return False
 
     data_seed = DataOption(
-        int, 0, "seed of the build's random draws (splits, bias assignment)", minimum=0
+        int,
+        0,
+        "seed of the build's random draws (splits, bias assignment)",
+        minimum=0,
+        maximum=2**32 - 1,  # as --data-seed: a seed of the run's subsets too (torch, NumPy)
     )
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """A subclass's own ``load`` (a plugin's) is range-checked like the built-in one."""
+        super().__init_subclass__(**kwargs)
+        own = cls.__dict__.get("load")
+        if own is not None and not getattr(own, "checks_ranges", False):
+            cls.load = _range_checked(own)  # type: ignore[method-assign]
 
     def __init__(self, raw_root: Path, data_root: Path, **options: Any) -> None:
         self.raw_root = Path(raw_root)
@@ -200,6 +248,7 @@ class DatasetFamily(ABC):
         beside it takes no lock and writes nothing."""
         if not force and not leftovers(folder) and not completeness_problems(folder):
             return folder
+        shape = shape or (self.spec.num_classes, self.spec.num_biases)  # labels checked by it
         with build_lock(self):
             self._settle(folder)
             problems = completeness_problems(folder)
@@ -210,12 +259,18 @@ class DatasetFamily(ABC):
             staging = folder.with_name(folder.name + BUILDING)
             if staging.exists():
                 shutil.rmtree(staging)
+            made = [p for p in staging.parents if not p.exists()]  # deepest first
             staging.mkdir(parents=True)
             try:
                 build(staging)
                 seal_dataset(staging, params(), shape=shape)
-            except Exception:  # an error, not a kill: the live data untouched, nothing left
+            except Exception as exc:  # an error, not a kill: the live data untouched, nothing left
                 shutil.rmtree(staging, ignore_errors=True)
+                for parent in made:  # the folders made for it, while empty
+                    with contextlib.suppress(OSError):
+                        parent.rmdir()
+                if isinstance(exc, CorruptDataError):  # labels out of range, a file short
+                    raise BadDataError(f"{self.spec.name}: {exc.message}", exc.hint) from None
                 raise
             replace_dir(staging, folder)
         return folder
@@ -258,12 +313,47 @@ class DatasetFamily(ABC):
         problems = self.damage([ratio])
         if problems:
             more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-            raise CorruptDataError(
+            raise BadDataError(
                 f"the prepared data of {self.spec.name} in {root} is incomplete: "
                 f"{problems[0]}{more}",
                 hint=f"repair it: `{self.repair_command()}`",
             )
 
+    def content_problems(self, ratios: Iterable[float]) -> tuple[list[str], list[str]]:
+        """What a run at ``ratios`` would refuse in the prepared data, found before it starts:
+        (files it reads whose content is not what the manifest says, labels or bias labels
+        of a split it reads outside the dataset's classes), one line each. A file costs one
+        ``stat`` while its stamp holds (``integrity.changed_files``); labels are read from
+        the small attrs.npy. Nothing for data not prepared yet (its build checks both) nor
+        for families that keep no npy store (their ``load`` is checked when a run reads)."""
+        changed: list[str] = []
+        labels_out: list[str] = []
+        for ratio in ratios:
+            try:
+                root, dirs = self.split_dirs(self.check_ratio(ratio))
+            except (NotImplementedError, BenchError):
+                break
+            if completeness_problems(root):
+                continue  # not prepared (built by the run) or damaged (``availability``)
+            files = [d / f for d in dirs.values() for f in SPLIT_FILES]
+            changed += [p for p in changed_files(root, files) if p not in changed]
+            for name, folder in dirs.items():
+                try:
+                    labels, biases = read_attrs(folder)
+                except (OSError, ValueError, EOFError) as exc:
+                    found = [f"cannot read {folder / 'attrs.npy'} ({exc})"]
+                else:
+                    spec = self.spec
+                    found = [
+                        f"{folder}: {problem}"
+                        for problem in range_problems(
+                            name, labels, biases, spec.num_classes, spec.num_biases
+                        )
+                    ]
+                labels_out += [p for p in found if p not in labels_out]
+        return changed, labels_out
+
+    @_range_checked
     def load(self, ratio: float) -> Splits:
         """Splits for one bias-conflicting ratio (in percent); prepares them when missing and
         checks every file read against the manifest (CorruptDataError on a mismatch, or when
@@ -333,34 +423,54 @@ class DatasetFamily(ABC):
         The default knows no sources and assumes they are there."""
         return None
 
-    def availability(self) -> str | None:
+    def availability(self, fetch: bool = False) -> str | None:
         """None when the data is prepared, its raw sources are present, or its builder fetches
-        them itself; otherwise where it looked and the command that gets the data. Prepared
-        data with a file missing is a problem too (a run would refuse it): the file is named,
-        with the command that repairs it."""
+        them itself; otherwise where it looked and, on one ``hint:`` line, what gets the data.
+        Prepared data with a file missing is a problem too (a run would refuse it): the file
+        is named, with the command that repairs it.
+
+        ``fetch``: a builder that fetches its raw sources itself (Colored MNIST's mirrors)
+        does it now, once (``prepare``, under the build lock), and a failed fetch is the
+        problem, where it looked named: what a sweep's up-front check asks, so that the
+        sweep stops in one error before any run folder exists instead of every run failing
+        on the same download."""
         try:
             damage = self.damage()
             if damage:
                 more = f" (and {len(damage) - 1} more)" if len(damage) > 1 else ""
                 return (
                     f"{self.spec.name}: the prepared data is incomplete: {damage[0]}{more}\n"
-                    f"  repair it with `{self.repair_command()}`"
+                    f"  hint: repair it with `{self.repair_command()}`"
                 )
             if self.is_prepared() or self._recoverable():
                 return None
             self.find_raw()
             return None
         except DataNotFoundError as exc:
-            if self.auto_download:
+            if not self.auto_download:
+                return self._missing(exc)
+            if not fetch:
                 return None
-            name = self.spec.name
-            lines = [f"{name}: no prepared data and no raw sources. {exc.message}"]
-            if exc.hint:
-                lines.append(f"  {exc.hint}")
-            if self.remote() is not None:
-                lines.append(f"  get it with `bench data download {name}`, then prepare it")
-            lines.append(f"  once the raw sources are there: `bench data prepare {name}`")
-            return "\n".join(lines)
+        try:
+            with build_lock(self):
+                self.prepare()
+            return None
+        except DataNotFoundError as exc:
+            return self._missing(exc)
+
+    def _missing(self, exc: DataNotFoundError) -> str:
+        """The problem of data neither prepared nor on disk: where it looked (``exc``) and one
+        hint, ending in the command that prepares it."""
+        name = self.spec.name
+        prepare = f"`bench data prepare {name}{self._option_flags()}`"
+        how = exc.hint or (
+            f"get it with `bench data download {name}`"
+            if self.remote() is not None
+            else "put its raw sources into the raw root (--raw-root / $BENCH_RAW_ROOT)"
+        )
+        if f"bench data prepare {name}" not in how:
+            how = f"{how.rstrip('.')}; then {prepare}"
+        return f"{name}: no prepared data and no raw sources. {exc.message}\n  hint: {how}"
 
     def write_fixture(self, per_class: int | None = None) -> dict[str, Any]:
         """Write a tiny synthetic stand-in of the raw sources under ``raw_root`` (tests and

@@ -7,7 +7,10 @@ cannot import what they need. (Hyperparameters and data options are checked when
 expanded, in ``debias_bench.config`` and ``debias_bench.grid``; numeric flags when the command
 line is parsed, ``debias_bench.commands.common.number``.) The commands that only read a run
 store (``bench status``, ``bench report``, ``bench regress``) check that it is one
-(:func:`check_store`). Every check leaves the disk as it found it.
+(:func:`check_store`). Every check leaves the disk as it found it, but for one step that is
+no check: a dataset whose builder fetches its own raw sources (Colored MNIST's mirrors)
+fetches them in :func:`check_data`, once, as its first run would have (a failed fetch is then
+one error instead of one failed run per ratio).
 """
 
 from __future__ import annotations
@@ -214,24 +217,51 @@ def check_device(name: str) -> None:
 
 
 def check_data(configs: Iterable[RunConfig], place: DataPlace) -> None:
-    """Every dataset (with its build options) of the grid is prepared, buildable from raw
-    sources on disk, or downloadable; otherwise one error naming each missing one."""
-    problems: list[str] = []
-    seen: set[tuple[str, str]] = set()
+    """Every dataset (with its build options) of the grid is usable by its runs, else one
+    error naming each problem and its fix, before any run folder exists:
+
+    * prepared, buildable from raw sources on disk, or fetched now by a builder that fetches
+      its own (``DatasetFamily.availability``: one download, not one failed run per ratio);
+    * what is prepared holds what its manifest says in every file the grid's runs read (a
+      ``stat`` per file against the stamp of its last full hash, a hash where that changed)
+      and labels in range (``DatasetFamily.content_problems``)."""
+    configs = list(configs)
+    check_data_root(configs, place)  # first: a builder that fetches its sources writes there
+    grid: dict[tuple[str, str], tuple[RunConfig, set[float]]] = {}
     for config in configs:
         key = (config.dataset, repr(sorted(config.data_options.items())))
-        if key in seen:
-            continue
-        seen.add(key)
+        grid.setdefault(key, (config, set()))[1].add(float(config.ratio))
+    missing: list[str] = []
+    changed: list[str] = []
+    for config, ratios in grid.values():
         family = DATASETS.get(config.dataset)(
             place.raw_root, place.data_root, **config.data_options
         )
-        problem = family.availability()
+        problem = family.availability(fetch=True)
         if problem:
             named = problem.startswith(config.dataset)
-            problems.append(problem if named else f"{config.dataset}: {problem}")
-    if problems:
-        raise ConfigError("data missing; nothing was started:\n  " + "\n  ".join(problems))
+            missing.append(problem if named else f"{config.dataset}: {problem}")
+            continue
+        files, labels = family.content_problems(sorted(ratios))
+        spec, repair = family.spec, family.repair_command()
+        for found, what, fix in (
+            (files, "was changed after it was built", f"rebuild it with `{repair}`"),
+            (
+                labels,
+                f"holds labels outside its spec ({spec.num_classes} classes, "
+                f"{spec.num_biases} bias labels)",
+                f"fix the dataset's build or its spec, then `{repair}`",
+            ),
+        ):
+            if found:
+                more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+                changed.append(
+                    f"{config.dataset}: the prepared data {what}: {found[0]}{more}\n  hint: {fix}"
+                )
+    if missing or changed:
+        what = "data missing" if not changed else "data not usable"
+        listed = "\n".join(missing + changed).replace("\n", "\n  ")
+        raise ConfigError(f"{what}; nothing was started:\n  {listed}")
 
 
 def check_seeds(seeds: list[int]) -> list[int]:

@@ -22,10 +22,17 @@ from typing import Any
 import numpy as np
 import torch
 
-from debias_bench.data import Split
+from debias_bench.data import Split, range_problems
 from debias_bench.errors import CorruptDataError
 from debias_bench.folder_swap import replace_dir
-from debias_bench.integrity import MANIFEST, VERIFIED_CACHE, completeness_problems, sha256
+from debias_bench.integrity import (
+    MANIFEST,
+    VERIFIED_CACHE,
+    completeness_problems,
+    record_stamps,
+    sha256,
+    stamp,
+)
 
 SPLIT_FILES = ("images.npy", "attrs.npy")
 
@@ -110,10 +117,13 @@ def seal_dataset(
     skip = {staging / MANIFEST, staging / VERIFIED_CACHE}
     files = sorted(p for p in staging.rglob("*") if p.is_file() and p not in skip)
     rels = {p.relative_to(staging).as_posix(): p for p in files}
+    stamps = {rel: stamp(p, "") for rel, p in rels.items()}  # size and mtime before hashing
+    for rel, p in rels.items():
+        stamps[rel][2] = sha256(p)
     manifest: dict[str, Any] = {
         "params": params,
-        "files": {rel: sha256(p) for rel, p in rels.items()},
-        "sizes": {rel: p.stat().st_size for rel, p in rels.items()},
+        "files": {rel: digest for rel, (_, _, digest) in stamps.items()},
+        "sizes": {rel: size for rel, (size, _, _) in stamps.items()},
     }
     if shape is None:
         shape = infer_shape(staging)
@@ -121,6 +131,7 @@ def seal_dataset(
         manifest["shape"] = list(shape)
         manifest["splits"] = describe_dataset(staging, *shape)
     _write_manifest(staging, manifest)
+    record_stamps(staging, stamps)  # just hashed: the up-front check trusts them (a stat)
     problems = completeness_problems(staging)
     if problems:
         raise CorruptDataError(
@@ -146,13 +157,18 @@ def verify_manifest(folder: Path) -> list[str]:
     if not manifest_path.is_file():
         return [f"{manifest_path} is missing"]
     manifest = json.loads(manifest_path.read_text())
-    problems = []
+    problems, stamps = [], {}
     for rel, digest in manifest["files"].items():
         path = folder / rel
         if not path.is_file():
             problems.append(f"{path} is missing")
-        elif sha256(path) != digest:
+            continue
+        now = stamp(path, digest)
+        if sha256(path) != digest:
             problems.append(f"{path} does not match its checksum")
+        else:
+            stamps[rel] = now
+    record_stamps(folder, stamps)
     return problems
 
 
@@ -164,16 +180,24 @@ def split_folders(folder: Path) -> list[Path]:
 def describe_split(folder: Path, num_classes: int, num_biases: int) -> dict[str, Any]:
     """Sample count, image shape and the class x bias count matrix of one prepared split."""
     images = np.load(folder / "images.npy", mmap_mode="r")
-    attrs = np.load(folder / "attrs.npy")
-    labels, biases = attrs[:, 0].astype(np.int64), attrs[:, 1].astype(np.int64)
-    if len(labels) and (labels.max() >= num_classes or biases.max() >= num_biases):
-        raise CorruptDataError(f"{folder}: label or bias outside the dataset's range")
+    labels, biases = read_attrs(folder)
+    problems = range_problems(folder.name, labels, biases, num_classes, num_biases)
+    if problems:
+        raise CorruptDataError(f"{folder}: {'; '.join(problems)}")
     counts = np.bincount(labels * num_biases + biases, minlength=num_classes * num_biases)
     return {
         "n": len(labels),
         "image_shape": list(images.shape[1:]),
         "counts": counts.reshape(num_classes, num_biases).tolist(),
     }
+
+
+def read_attrs(folder: Path) -> tuple[np.ndarray, np.ndarray]:
+    """(labels, biases) of the prepared split in ``folder`` (its small ``attrs.npy`` only)."""
+    attrs = np.load(folder / "attrs.npy")
+    if attrs.ndim != 2 or attrs.shape[1] < 2:
+        raise CorruptDataError(f"{folder / 'attrs.npy'}: expected N x 2, got {attrs.shape}")
+    return attrs[:, 0].astype(np.int64), attrs[:, 1].astype(np.int64)
 
 
 def describe_dataset(folder: Path, num_classes: int, num_biases: int) -> dict[str, Any]:

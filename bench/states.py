@@ -64,6 +64,7 @@ class FailReason(str, Enum):
     DIED = "process died"  # it vanished without recording an outcome, too often
     NOT_STARTED = "did not start"  # the worker or job ended before the run started
     BAD_PREDICTIONS = "bad predictions"  # predict() gave non-finite logits or a wrong shape
+    BAD_DATA = "bad data"  # the data it read failed a check (labels out of range, checksum)
 
     def __str__(self) -> str:
         return self.value
