@@ -25,11 +25,12 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import threading
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 import torch
 
@@ -55,6 +56,48 @@ from debias_bench.tracking import RunTracking, TrackSpec, experiment_name
 
 #: default of ``--max-attempts``
 MAX_ATTEMPTS = 3
+#: the note of a run that a ``KeyboardInterrupt`` stopped
+KEYBOARD_NOTE = "keyboard interrupt; a rerun resumes from its last checkpoint"
+
+
+class ExitCalled(SystemExit):
+    """``os._exit(code)`` called by a run's code in the process that trains it, raised instead
+    of ending the process at once (:func:`exits_raise`): the run is recorded as failed
+    (crashed) like a ``sys.exit()``, and an inline sweep goes on and prints its summary."""
+
+
+@contextlib.contextmanager
+def exits_raise() -> Iterator[None]:
+    """For the block, ``os._exit()`` in this process's main thread raises :class:`ExitCalled`.
+
+    ``os._exit`` ends a process with no exception, no ``finally`` and no ``atexit``: in the
+    ``bench`` process itself (the inline launcher) ``os._exit(0)`` in a method would end the
+    sweep with no summary and exit code 0, the run left ``running``. A child forked during the
+    run (a DataLoader worker, whose ``multiprocessing`` bootstrap ends in ``os._exit``) exits
+    as before; another thread of this process exits it too, but never with code 0."""
+    real, pid = os._exit, os.getpid()
+    modules = [m for m in (os, sys.modules.get("posix"), sys.modules.get("nt")) if m is not None]
+
+    def guarded(code: int) -> NoReturn:
+        if os.getpid() != pid:
+            real(code)
+        if threading.current_thread() is threading.main_thread():
+            raise ExitCalled(code)
+        print(
+            f"the run's code called os._exit({code!r}) in thread "
+            f"{threading.current_thread().name}: this process exits now",
+            file=sys.stderr,
+            flush=True,
+        )
+        real(code or 1)
+
+    for module in modules:
+        module._exit = guarded  # type: ignore[attr-defined]
+    try:
+        yield
+    finally:
+        for module in modules:
+            module._exit = real  # type: ignore[attr-defined]
 
 
 @dataclass
@@ -187,12 +230,13 @@ def _execute(
     with Heartbeat(run_dir):
         try:
             recorded = _Recorded(run_dir, progress, tracking)
-            result = train_run(config, run_dir, place, device, recorded, should_stop)
+            with exits_raise():
+                result = train_run(config, run_dir, place, device, recorded, should_stop)
         except Interrupted as exc:
             _record(run_dir, RunState.INTERRUPTED, note=str(exc))
             raise
-        except KeyboardInterrupt:
-            _record(run_dir, RunState.INTERRUPTED, note="keyboard interrupt; rerun to resume")
+        except KeyboardInterrupt as exc:  # a second stop signal to an inline sweep says why
+            _record(run_dir, RunState.INTERRUPTED, note=str(exc) or KEYBOARD_NOTE)
             raise
         except (SystemExit, Exception) as exc:  # sys.exit() in method or dataset code too
             message = _record_crash(run_dir, exc)
@@ -242,7 +286,8 @@ def _record_crash(run_dir: RunDir, exc: BaseException) -> str:
     a crash that says so."""
     tail = "".join(traceback.format_exception(exc)[-6:])
     if isinstance(exc, SystemExit):
-        why = f"the run's code called sys.exit({exc.code!r}) during the run"
+        call = "os._exit" if isinstance(exc, ExitCalled) else "sys.exit"
+        why = f"the run's code called {call}({exc.code!r}) during the run"
         return _record_failure(
             run_dir, RunFailure(FailReason.CRASHED, why), traceback_tail=tail, exit_code=1
         )

@@ -1,14 +1,18 @@
 """Plugin methods that misbehave on cue, for the fault-injection tests.
 
 ``faulty`` (``--set fault=...``): Vanilla whose ``predict`` returns a wrong shape or non-finite
-logits, or whose ``update`` calls ``sys.exit`` or raises ``KeyboardInterrupt`` at its 5th step.
+logits, or whose ``update`` at its 5th step calls ``sys.exit(3)``, raises ``KeyboardInterrupt``,
+calls ``os._exit(0)`` (the process ends at once: no exception, no ``atexit``, exit code 0) or
+sleeps for ever (signals to its process are the only way out).
 :class:`HiddenState` (not registered here; a test registers it): Vanilla that keeps a tensor
 where a checkpoint would not save it (inside a list, or inside an object without
 ``state_dict``)."""
 
 from __future__ import annotations
 
+import os
 import sys
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import SimpleNamespace
@@ -22,7 +26,7 @@ from debias_bench.method import TrainEnv
 from debias_bench.methods.vanilla import Vanilla
 from debias_bench.registry import METHODS, register_method
 
-FAULTS = ("none", "shape", "nonfinite", "exit", "interrupt")
+FAULTS = ("none", "shape", "nonfinite", "exit", "interrupt", "os_exit", "sleep")
 
 
 @dataclass(frozen=True)
@@ -44,6 +48,13 @@ class Faulty(Vanilla):
             sys.exit(3)
         if self.steps == 5 and self.hp.fault == "interrupt":
             raise KeyboardInterrupt
+        if self.steps == 5 and self.hp.fault == "os_exit":
+            os._exit(0)
+        if self.steps == 5 and self.hp.fault == "sleep":
+            print(f"faulty: sleeping for ever in update (pid {os.getpid()})", file=sys.stderr)
+            sys.stderr.flush()
+            while True:
+                time.sleep(3600)
         return super().update(batch)
 
     def predict(self, x: torch.Tensor) -> torch.Tensor:

@@ -10,6 +10,8 @@ The runs are real (Vanilla, or the misbehaving ``faulty`` plugin method of
 from __future__ import annotations
 
 import json
+import os
+import posix
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -20,6 +22,7 @@ from test_launch_local import bench_args
 
 from debias_bench.states import RunState
 from debias_bench.store import RunDir, RunStore
+from debias_bench.sweep import ExitCalled, exits_raise
 
 LAUNCHERS = {
     "inline": ["--launcher", "inline"],
@@ -163,8 +166,9 @@ def test_the_fix_for_a_corrupt_run_trains_the_right_run(tmp_path, bench):
 def test_an_interrupt_from_method_code_is_an_interrupted_run_and_a_nonzero_exit(tmp_path, bench):
     out = tmp_path / "runs"
     args = bench_args(out, "1", steps=20)
-    code, _, err = bench("run", *args, "--methods", "faulty", "--set", "fault=interrupt")
-    assert code != 0 and "Traceback" not in err
+    code, summary, err = bench("run", *args, "--methods", "faulty", "--set", "fault=interrupt")
+    assert code == 1 and "Traceback" not in err, err
+    assert "keyboard interrupt; a rerun resumes" in summary and "1 interrupted" in err
     (run,) = RunStore(out).runs()
     assert run.effective_state() is RunState.INTERRUPTED
 
@@ -175,3 +179,19 @@ def test_a_seed_out_of_range_is_refused_before_anything_exists(tmp_path, bench, 
     code, _, err = bench("run", *bench_args(out, "1", seeds=seed))
     assert code == 2 and ("2**32" in err or ">= 0" in err), err
     assert "Traceback" not in err and not out.exists()
+
+
+def test_os_exit_in_a_run_raises_in_its_process_and_exits_a_forked_child():
+    """Inside a run, ``os._exit`` in the process that trains it raises (the run is recorded,
+    the sweep goes on: ``test_launch_faults`` has it end to end), while a child forked during
+    the run (a DataLoader worker's ``multiprocessing`` bootstrap ends in ``os._exit``) still
+    exits with its code. A code other than 0, so a broken guard fails the test run."""
+    with exits_raise():
+        with pytest.raises(ExitCalled) as called:
+            os._exit(3)
+        pid = os.fork()
+        if pid == 0:
+            os._exit(7)  # the child: the real one
+        _, status = os.waitpid(pid, 0)
+    assert called.value.code == 3 and os.waitstatus_to_exitcode(status) == 7
+    assert os._exit is posix._exit and "guarded" not in repr(os._exit)  # put back

@@ -6,6 +6,7 @@ before anything is recorded, the signals that stop a sweep, and each run's progr
 from __future__ import annotations
 
 import argparse
+import contextlib
 import signal
 import sys
 from collections.abc import Callable
@@ -19,6 +20,7 @@ from debias_bench.engine import DataPlace, Progress
 from debias_bench.errors import ConfigError
 from debias_bench.launchers import Launcher, Sweep, schedule
 from debias_bench.launchers.factories import LAUNCHERS, LaunchContext
+from debias_bench.launchers.scheduler import signal_label
 from debias_bench.preflight import check_data, check_data_root, check_device, check_out
 from debias_bench.runprogress import LogLines, eval_text
 from debias_bench.store import RunStore
@@ -67,6 +69,11 @@ class CliProgress(Progress):
         if self.bar is not None:
             self.bar.close()
             self.bar = None
+
+
+def _say(text: str) -> None:
+    with contextlib.suppress(OSError):  # a hung-up terminal (SIGHUP) must not end the stop
+        print(text, file=sys.stderr, flush=True)
 
 
 def _labels(configs: list[RunConfig]) -> dict[str, str]:
@@ -132,16 +139,39 @@ def execute(
     stop: dict[str, Any] = {"signal": None}
     launcher = _prepared_launcher(args, configs, store, lambda: stop["signal"] is not None)
     entry = LAUNCHERS.entry(args.launcher)
-    plan(store, configs)  # every run of the sweep is visible to `bench status` from now on
 
     def on_signal(signum: int, _frame: Any) -> None:
-        if stop["signal"] is not None and entry.meta["kill_on_second_signal"]:
-            launcher.close()  # a second signal: kill the workers now
+        if stop["signal"] is not None:
+            if entry.meta["kill_on_second_signal"]:
+                _say(f"{signal_label(signum)} again: killing the running runs")
+                launcher.close()  # a second signal: kill the workers now
+            return
         stop["signal"] = signum  # checkpoint at the next step, then exit (SLURM preemption)
+        if entry.meta["kill_on_second_signal"]:
+            _say(
+                f"\n{signal_label(signum)}: stopping; the running runs checkpoint at their next "
+                f"step (again, or after --grace {args.grace:g} s: kill them)"
+            )
+        else:
+            _say(f"\n{signal_label(signum)}: stopping the sweep")
 
-    signals = [signal.SIGTERM, signal.SIGUSR1]
-    if not entry.meta["catches_sigint"]:  # inline: Ctrl-C interrupts the run directly
-        signals.append(signal.SIGINT)
+    # SIGHUP (a closed terminal or ssh session) stops a sweep like SIGTERM; an inline launcher
+    # (``catches_sigint``) takes SIGINT, SIGTERM and SIGHUP over while its runs execute
+    signals = [signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1]
+    with handling(signals, on_signal):
+        return _run_sweep(args, configs, store, launcher, stop)
+
+
+def _run_sweep(
+    args: argparse.Namespace,
+    configs: list[RunConfig],
+    store: RunStore,
+    launcher: Launcher,
+    stop: dict[str, Any],
+) -> tuple[Sweep, int | None]:
+    """Plan, say what starts, schedule (the stop signals are handled: :func:`execute`)."""
+    entry = LAUNCHERS.entry(args.launcher)
+    plan(store, configs)  # every run of the sweep is visible to `bench status` from now on
     todo = sum(not store.run(c.run_id).is_done() for c in configs)
     where = entry.meta["where"].format(device=args.device, parallelism=launcher.parallelism())
     print(
@@ -152,18 +182,17 @@ def execute(
     crowded = launcher.crowding() if todo else None
     if crowded:
         print(f"warning: {crowded}", file=sys.stderr)
-    with handling(signals, on_signal):
-        sweep = schedule(
-            launcher,
-            configs,
-            store,
-            labels=_labels(configs),
-            retry_failed=args.retry_failed,
-            max_attempts=args.max_attempts,
-            fail_fast=args.fail_fast,
-            should_stop=lambda: stop["signal"] is not None or _submitted_all(args, launcher),
-            wait_for_held=not args.no_wait,
-        )
+    sweep = schedule(
+        launcher,
+        configs,
+        store,
+        labels=_labels(configs),
+        retry_failed=args.retry_failed,
+        max_attempts=args.max_attempts,
+        fail_fast=args.fail_fast,
+        should_stop=lambda: stop["signal"] is not None or _submitted_all(args, launcher),
+        wait_for_held=not args.no_wait,
+    )
     return sweep, stop["signal"] or sweep.signal  # inline: Ctrl-C reaches the run itself
 
 

@@ -8,6 +8,7 @@ summary.
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import time
 from collections import Counter
@@ -30,26 +31,57 @@ from debias_bench.sweep import Outcome
 from .common import MAX_SEED, data_args, floats, fmt, hparam_flag, ints, number
 from .execute import execute, execution_args
 
+#: the widest note the summary table shows: longer ones lose their last clauses, never part
+#: of one (``bench status --out DIR --failed`` has them whole)
+NOTE_WIDTH = 72
+_CLAUSE_END = re.compile(r"(?<=[;:.])\s+")
+
+
+def short_note(note: str, width: int = NOTE_WIDTH) -> str:
+    """The first line of ``note``, shortened to ``width`` at a clause boundary (after ``;``,
+    ``:`` or ``.``); ``...`` marks the clauses left out. A first clause longer than ``width``
+    is shown whole: a note is never cut inside a clause."""
+    line = note.strip().splitlines()[0] if note.strip() else ""
+    if len(line) <= width:
+        return line
+    clauses = _CLAUSE_END.split(line)
+    if len(clauses) == 1:
+        return line
+    kept = clauses[0]
+    for clause in clauses[1:]:
+        if len(f"{kept} {clause} ...") > width:
+            break
+        kept = f"{kept} {clause}"
+    return f"{kept.rstrip(';:')} ..."
+
+
+def _row(o: Outcome) -> list[Any]:
+    sel = (o.result or {}).get("selections", {})
+    last, best = sel.get("last", {}).get("test", {}), sel.get("best_valid", {}).get("test", {})
+    return [
+        o.config.method,
+        o.config.dataset,
+        f"{o.config.ratio:g}",
+        o.config.seed,
+        o.state,
+        fmt(last.get("accuracy")),
+        fmt(last.get("conflicting_accuracy")),
+        fmt(best.get("accuracy")),
+        fmt((o.result or {}).get("train_time_s")),
+        short_note(o.note.replace(f"{o.config.run_id} ", "")),  # the row says which run
+    ]
+
+
+def not_started(outcomes: list[Outcome]) -> list[Outcome]:
+    """The runs the sweep did not start (pending: it stopped first, or never got to them)."""
+    return [o for o in outcomes if o.state is RunState.PENDING and not o.ran]
+
 
 def summary(outcomes: list[Outcome]) -> str:
-    rows = []
-    for o in outcomes:
-        sel = (o.result or {}).get("selections", {})
-        last, best = sel.get("last", {}).get("test", {}), sel.get("best_valid", {}).get("test", {})
-        rows.append(
-            [
-                o.config.method,
-                o.config.dataset,
-                f"{o.config.ratio:g}",
-                o.config.seed,
-                o.state,
-                fmt(last.get("accuracy")),
-                fmt(last.get("conflicting_accuracy")),
-                fmt(best.get("accuracy")),
-                fmt((o.result or {}).get("train_time_s")),
-                o.note.splitlines()[0][:60] if o.note else "",
-            ]
-        )
+    """The final table: a row per run, except the runs not started (a stopped sweep of many
+    runs), which are one line under it."""
+    pending = not_started(outcomes)
+    shown = [o for o in outcomes if not (o.state is RunState.PENDING and not o.ran)]
     headers = [
         "method",
         "dataset",
@@ -62,7 +94,24 @@ def summary(outcomes: list[Outcome]) -> str:
         "time s",
         "note",
     ]
-    return tabulate(rows, headers=headers, tablefmt="github")
+    text = tabulate([_row(o) for o in shown], headers=headers, tablefmt="github") if shown else ""
+    if pending:
+        runs = "run" if len(pending) == 1 else "runs"
+        line = f"{len(pending)} {runs} not started (pending): rerun the same command to start them"
+        text = f"{text}\n{line}" if text else line
+    return text
+
+
+def ran_line(outcomes: list[Outcome]) -> str:
+    """``5 ran, 0 failed, 1 interrupted``: what this sweep trained and how the runs that are
+    not done ended (interrupted, dead: a rerun resumes them)."""
+    failed = sum(o.state is RunState.FAILED for o in outcomes)
+    text = f"{sum(o.ran for o in outcomes)} ran, {failed} failed"
+    for state in (RunState.INTERRUPTED, RunState.DEAD):
+        n = sum(o.state is state for o in outcomes)
+        if n:
+            text += f", {n} {state}"
+    return text
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -109,8 +158,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(summary(outcomes))
     failed = sum(o.state is RunState.FAILED for o in outcomes)
     print(
-        f"\n{sum(o.ran for o in outcomes)} ran, {failed} failed, "
-        f"in {time.perf_counter() - overall:.0f} s; results in {store.root}",
+        f"\n{ran_line(outcomes)}, in {time.perf_counter() - overall:.0f} s; "
+        f"results in {store.root}",
         file=sys.stderr,
     )
     if failed:

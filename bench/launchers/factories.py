@@ -5,7 +5,8 @@ declares its own flags (:meth:`Launchable.add_arguments`, shown under its name i
 ``bench run --help``) and builds itself from the parsed command line and a
 :class:`LaunchContext` (:meth:`Launchable.from_args`). :func:`register_launcher` puts it in
 :data:`LAUNCHERS` with the metadata the sweep needs (``where``: the phrase the start line
-prints; ``catches_sigint``: Ctrl-C goes to the running run itself, not to the sweep;
+prints; ``catches_sigint``: the stop signals (Ctrl-C, SIGTERM, SIGHUP) go to the running run
+itself, not to the sweep;
 ``kill_on_second_signal``: a second SIGTERM/SIGINT kills its runs at once). A plugin module
 named in ``BENCH_PLUGINS`` registers one the same way; a new launcher is one more class, not
 another branch in the CLI.
@@ -94,7 +95,8 @@ def register_launcher(
     ``display_name``: one line for ``--help`` and ``bench list launchers``; ``where``: how the
     start line says where runs execute (``{device}``: ``--device``, ``{parallelism}``: its
     :meth:`~Launcher.parallelism`); ``catches_sigint``: it runs in the ``bench`` process and
-    handles Ctrl-C itself; ``kill_on_second_signal``: a second signal kills its runs at once
+    handles the stop signals (Ctrl-C, SIGTERM, SIGHUP) itself while its runs execute, setting
+    its ``stop_signal``; ``kill_on_second_signal``: a second signal kills its runs at once
     (the first asks them to checkpoint)."""
 
     def decorator(cls: L) -> L:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from dataclasses import dataclass
 
 from debias_bench.engine import resolve_device
@@ -46,6 +47,7 @@ class LocalLauncher(Launchable):
     def __init__(self, ctx: LaunchContext, slots: list[Slot], warm: bool = True) -> None:
         self.ctx, self.pool = ctx, SlotPool(slots)
         self.running: dict[str, _Active] = {}
+        self.server_deaths: set[str] = set()  # told once each
         self.warm = warm and forkserver.available()
         if self.warm:  # the server imports while the sweep plans its runs
             forkserver.warm_context(env_plugins())
@@ -107,6 +109,16 @@ class LocalLauncher(Launchable):
         ended = []
         for run_id, active in list(self.running.items()):
             if active.worker.poll() is not None:
+                died = active.worker.server_died
+                if died is not None and died not in self.server_deaths:
+                    self.server_deaths.add(died)
+                    print(
+                        f"    the warm worker server died ({died}): its runs checkpointed and "
+                        "stopped (interrupted: a rerun resumes them); the next runs start "
+                        "from a new server",
+                        file=sys.stderr,
+                        flush=True,
+                    )
                 ended.append(active.worker.ended(active.task))
                 self.pool.release(active.slot)
                 del self.running[run_id]

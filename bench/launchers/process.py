@@ -10,8 +10,11 @@ could not record anything itself (killed by a signal, crashed, timed out).
 from __future__ import annotations
 
 import atexit
+import contextlib
 import ctypes
 import multiprocessing
+import os
+import select
 import signal
 import socket
 import subprocess
@@ -51,13 +54,42 @@ def signal_name(returncode: int) -> str | None:
         return f"signal {-returncode}"
 
 
+def _server_death(pid: int | None) -> str | None:
+    """How the warm worker server ``pid`` (a child of this process) ended: ``SIGKILL``,
+    ``exit code 1``, or ``ended`` when it was already reaped (a new server replaced it);
+    None while it runs. It is left to be reaped by ``multiprocessing`` (``WNOWAIT``)."""
+    if pid is None:
+        return None
+    try:
+        info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return "ended"
+    if info is None:
+        return None
+    if info.si_code in (os.CLD_KILLED, os.CLD_DUMPED):
+        return signal_name(-info.si_status)
+    return f"exit code {info.si_status}"
+
+
+#: what ``multiprocessing`` reports as the exit code of a process whose fork server died
+#: before it could pass the real one on
+SERVER_LOST = 255
+
+
 class _Forked:
     """A warm worker (a ``multiprocessing`` process) behind the part of ``Popen``'s interface
-    the launchers use: ``pid``, ``poll``, ``wait``, ``terminate``, ``kill``."""
+    the launchers use: ``pid``, ``poll``, ``wait``, ``terminate``, ``kill``.
+
+    Its parent is the warm server, which reports its exit. When the server dies first (killed,
+    the OOM killer), the worker gets SIGTERM (``PR_SET_PDEATHSIG``) and checkpoints; it is
+    watched through its pidfd until it has ended (``server_died`` says how the server
+    ended), so that its run is recorded after it, never while it still writes."""
 
     live: ClassVar[set[_Forked]] = set()
 
     def __init__(self, job: WorkerJob, env: dict[str, str], stdout: Path, stderr: Path) -> None:
+        from multiprocessing import forkserver as mp_forkserver
+
         from .forkserver import fork_warm
         from .worker import forked_main
 
@@ -65,30 +97,67 @@ class _Forked:
         args = (job.to_json(), env, str(stdout), str(stderr), lifeline)
         self.process = fork_warm(forked_main, args, f"worker-{job.run_id}", job.plugins)
         lifeline.close()
+        self.server_pid: int | None = getattr(
+            getattr(mp_forkserver, "_forkserver", None), "_forkserver_pid", None
+        )
+        #: how the warm server died while this worker ran; None if it did not
+        self.server_died: str | None = None
+        self._pidfd: int | None = None
+        with contextlib.suppress(AttributeError, OSError):  # Linux >= 5.3; gone already
+            self._pidfd = os.pidfd_open(self.pid)
         _Forked.live.add(self)
 
     @property
     def pid(self) -> int:
         return int(self.process.pid or 0)
 
+    def _orphan_alive(self) -> bool:
+        """Whether the worker, no longer the server's child, still runs."""
+        if self._pidfd is not None:
+            return not select.select([self._pidfd], [], [], 0)[0]
+        try:
+            os.kill(self.pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+
     def poll(self) -> int | None:
         code = self.process.exitcode
-        if code is not None and self in _Forked.live:
+        if code == SERVER_LOST and self.server_died is None:
+            self.server_died = _server_death(self.server_pid)
+        if code is None or (self.server_died is not None and self._orphan_alive()):
+            return None
+        if self in _Forked.live:
             _Forked.live.discard(self)
             self._lifeline.close()
+            if self._pidfd is not None:
+                os.close(self._pidfd)
+                self._pidfd = None
         return code
 
     def wait(self) -> int:
-        self.process.join()
-        return int(self.poll())  # type: ignore[arg-type]
+        while (code := self.poll()) is None:
+            self.process.join(0.1)
+            if self.server_died is not None:
+                time.sleep(0.1)
+        return code
+
+    def _signal(self, sig: int) -> None:
+        if self.poll() is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):  # it ended meanwhile
+            if self.server_died is not None and self._pidfd is not None:
+                signal.pidfd_send_signal(self._pidfd, sig)  # not the server's child any more
+            else:
+                os.kill(self.pid, sig)  # what Process.terminate() and kill() do
 
     def terminate(self) -> None:
-        if self.poll() is None:
-            self.process.terminate()
+        self._signal(signal.SIGTERM)
 
     def kill(self) -> None:
-        if self.poll() is None:
-            self.process.kill()
+        self._signal(signal.SIGKILL)
 
 
 @atexit.register
@@ -153,6 +222,11 @@ class WorkerProcess:
     def pid(self) -> int:
         return self.proc.pid
 
+    @property
+    def server_died(self) -> str | None:
+        """How the warm server of this worker died while it ran (None: it did not)."""
+        return getattr(self.proc, "server_died", None)
+
     def elapsed(self) -> float:
         return time.monotonic() - self.started
 
@@ -177,6 +251,8 @@ class WorkerProcess:
         code = self.proc.poll()
         if code is not None:
             return code
+        if self.server_died and self._term_at is None:  # it got SIGTERM when the server died
+            self._term_at = time.monotonic()
         if self.timeout_s and self._term_at is None and self._over_time():
             self.timed_out = True
             self.terminate()
@@ -204,6 +280,8 @@ class WorkerProcess:
         state = self.finish()
         status = self.run_dir.status()
         note = status.get("error") or status.get("reason") or ""
+        if state in (RunState.INTERRUPTED, RunState.PENDING):  # why (and where it resumes)
+            note = status.get("note") or note
         return Ended(task, state, note, ran=state is not RunState.RUNNING)  # running: held
 
     def finish(self) -> RunState:
@@ -216,6 +294,7 @@ class WorkerProcess:
             self.run_dir.log_tail(self.offset),
             pid=self.proc.pid,
             timeout_s=self.timeout_s if self.timed_out else None,
+            server_died=self.server_died,
         )
 
 
@@ -226,6 +305,7 @@ def record_exit(
     stderr_tail: str,
     pid: int | None = None,
     timeout_s: float | None = None,
+    server_died: str | None = None,
 ) -> RunState:
     """Record a finished worker's exit code and stderr tail in ``status.json``, and the outcome
     of a worker that could not record it: timed out, or failed when it never started the run,
@@ -233,7 +313,9 @@ def record_exit(
 
     Called by the process that started the worker (whose pid is ``pid``), after it exited; it
     takes the run's lock, so it never writes over a run that another live process owns.
-    ``config``: the run's ``RunConfig.to_json()``."""
+    ``config``: the run's ``RunConfig.to_json()``. ``server_died``: how the warm server that
+    started the worker died while it ran (its exit code is then unknown, and the run's note
+    or error says so)."""
     from debias_bench.config import RunConfig
     from debias_bench.provenance import config_json
 
@@ -257,6 +339,9 @@ def record_exit(
             "ended": time.time(),
         }
         how = signal_name(returncode) or f"code {returncode}"
+        if server_died is not None:  # its parent could not pass its exit code on
+            fields.update(exit_code=None, signal=None)
+            return _record_server_death(run_dir, state, status, server_died, fields)
         started = pid is None or status.get("pid") == pid
         reason = None
         if timeout_s is not None:
@@ -279,3 +364,25 @@ def record_exit(
             return RunState.DEAD
         run_dir.transition(state, reason=reason, **fields)
         return state
+
+
+def _record_server_death(
+    run_dir: RunDir,
+    state: RunState,
+    status: dict[str, Any],
+    server_died: str,
+    fields: dict[str, Any],
+) -> RunState:
+    """Record a run whose warm worker server died while it ran (the caller holds the lock):
+    the worker was told to checkpoint and stop, so it is ``interrupted`` (resumes, not a new
+    attempt), with the reason in its note; ``dead`` if it died without recording that."""
+    why = f"the worker server died ({server_died}) during the run"
+    if state is RunState.RUNNING:
+        run_dir.mark_dead(f"{why} and took its worker along; a rerun resumes it", **fields)
+        return RunState.DEAD
+    if state is RunState.INTERRUPTED:
+        fields["note"] = f"{why}; {status.get('note') or 'a rerun resumes it'}"
+    elif state is RunState.PENDING:
+        fields["note"] = f"the worker server died ({server_died}) before the run started"
+    run_dir.transition(state, **fields)
+    return state

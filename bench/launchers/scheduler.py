@@ -11,6 +11,7 @@ as states change. :class:`SweepLoop` is the loop, one named step a method.
 from __future__ import annotations
 
 import contextlib
+import signal
 import sys
 import time
 from abc import ABC, abstractmethod
@@ -34,8 +35,19 @@ __all__ = [
     "SweepLoop",
     "Task",
     "schedule",
+    "signal_label",
     "summary_line",
 ]
+
+
+def signal_label(signum: int) -> str:
+    """``Ctrl-C`` for SIGINT, else the signal's name (``SIGTERM``), for what the sweep says."""
+    if signum == signal.SIGINT:
+        return "Ctrl-C"
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
 
 
 @dataclass
@@ -403,6 +415,10 @@ class SweepLoop:
     # ---------------------------------------------------------------- the end
     def finish(self) -> Sweep:
         """The last summary line, and an outcome for every run, in grid order."""
+        stop_signal = getattr(self.launcher, "stop_signal", None)
+        if stop_signal and self.sweep.signal is None:  # it came during the last run (inline)
+            self.sweep.signal = stop_signal
+            self.sweep.stopped = self.sweep.stopped or "signal"
         self.report(force=True)
         self.launcher.close()
         for task in self.not_started:  # halted or detached before they started

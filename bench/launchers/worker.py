@@ -4,9 +4,10 @@ The worker reads a :class:`~.job.WorkerJob` as JSON on stdin (a cold worker, :fu
 is forked from the warm server with it (:func:`forked_main`, see :mod:`.forkserver`), imports
 the plugin modules that registered the run's method and dataset, and calls
 :func:`~debias_bench.sweep.run_one`, which takes the run's lock and records its state.
-SIGTERM, SIGINT, SIGUSR1 and SIGUSR2 (and the death of its parent) make it checkpoint at the
-next step and exit with ``128 + signal``; the run is then ``interrupted`` and resumes from its
-checkpoint when started again. The parent's side is :mod:`.process`.
+SIGTERM, SIGINT, SIGHUP (a closed terminal), SIGUSR1 and SIGUSR2 (and the death of its parent)
+make it checkpoint at the next step and exit with ``128 + signal``; the run is then
+``interrupted`` and resumes from its checkpoint when started again. The parent's side is
+:mod:`.process`.
 """
 
 from __future__ import annotations
@@ -149,7 +150,7 @@ def _stop_requests(lifeline: Connection | None) -> dict[str, int | None]:
     def on_signal(signum: int, _frame: Any) -> None:
         stop["signal"] = signum
 
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGUSR2):
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2):
         signal.signal(sig, on_signal)
     threading.Thread(target=_watch_parent, args=(stop,), daemon=True).start()
     if lifeline is not None:
