@@ -11,6 +11,7 @@ from typing import NoReturn
 from debias_bench.commands import COMMANDS
 from debias_bench.errors import BenchError, ConfigError
 from debias_bench.launchers.plugins import import_plugins
+from debias_bench.paths import check_folder_flags
 
 
 class UsageError(ConfigError):
@@ -47,6 +48,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # valid choices and appear in --help; a broken plugin is an error, also for --help
         import_plugins()
         args = build_parser().parse_args(argv)
+        check_folder_flags(args)  # --out "": not the working directory
         return int(args.func(args))
     except BenchError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -7,10 +7,16 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 from pathlib import Path
 
+from debias_bench.errors import ConfigError
+
 DEFAULT_OUT = Path("results") / "runs"
+#: the flags that name a folder, by their argparse ``dest``: an empty value is the working
+#: directory to ``Path`` (``Path("") == Path(".")``), never what anyone meant
+FOLDER_FLAGS = {"out": "--out"}
 
 
 def _cache_home() -> Path:
@@ -29,3 +35,14 @@ def data_root(explicit: str | os.PathLike | None = None) -> Path:
         return Path(explicit).expanduser()
     env = os.environ.get("BENCH_DATA_ROOT")
     return Path(env).expanduser() if env else _cache_home() / "data"
+
+
+def check_folder_flags(args: argparse.Namespace) -> None:
+    """Refuse a folder flag of :data:`FOLDER_FLAGS` given as an empty (or blank) string, which
+    would make the working directory the run store: a ConfigError, before any command runs."""
+    for dest, flag in FOLDER_FLAGS.items():
+        value = getattr(args, dest, None)
+        if isinstance(value, str) and not value.strip():
+            raise ConfigError(
+                f"{flag} must name a folder, not {value!r} (e.g. {flag} {DEFAULT_OUT})"
+            )
