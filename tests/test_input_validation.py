@@ -200,6 +200,33 @@ def test_an_out_that_cannot_be_created_leaves_nothing(bench, tmp_path):
     assert tree(tmp_path) == {"a_file"}
 
 
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["run", *TOY],
+        ["run", *TOY, "--dry-run"],
+        ["status"],
+        ["report"],
+        ["regress", "check", "--baseline", "baseline.json"],
+        ["regress", "record", "-o", "baseline.json"],
+        ["track", "export", "--to", "tensorboard"],
+    ],
+    ids=lambda argv: " ".join(argv[:2]) + (" --dry-run" if "--dry-run" in argv else ""),
+)
+@pytest.mark.parametrize("value", ["", " "], ids=["empty", "blank"])
+def test_an_empty_out_is_refused_not_taken_for_the_working_directory(
+    bench, tmp_path, monkeypatch, argv, value
+):
+    """`--out ""` was the working directory (`Path("") == Path(".")`): `bench run` filled it
+    with run folders. One line, before the command does anything."""
+    work = tmp_path / "cwd"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    err = refused(bench(*argv, "--out", value), f"error: --out must name a folder, not {value!r}")
+    assert len(err.strip().splitlines()) == 1, err
+    assert tree(work) == set()
+
+
 # --------------------------------------------------------------- 4: data root not writable
 def test_a_data_root_that_cannot_be_written_is_named_before_any_run(bench, tmp_path, monkeypatch):
     blocker = tmp_path / "a_file"
@@ -314,6 +341,7 @@ def _cell(**change) -> dict:
         "preset": "paper",
         "run_id": "x",
         "metrics": {"last.test.accuracy": 50.0, "best_valid.test.accuracy": 50.0},
+        "counts": {"last.test.accuracy": 100, "best_valid.test.accuracy": 100},
     }
     cell.update(change)
     return cell

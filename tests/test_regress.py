@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from planted import finish, plant
 
 from debias_bench.cli import main
 from debias_bench.config import make_config
@@ -135,6 +136,116 @@ def test_bad_baselines_are_named(toy_sweep, tmp_path):
         load_baseline(tmp_path / "bad.json")
     with pytest.raises(BenchError, match="no run store"):
         sweep_cells(tmp_path / "absent")
+
+
+def test_record_refuses_runs_without_image_counts(tmp_path):
+    """Results that do not say how many images each accuracy was measured on (planted here
+    as an older bench wrote them) would make a baseline every check refuses: refused now."""
+    store = RunStore(tmp_path / "runs")
+    finish(plant(store, protocol="clean"))
+    with pytest.raises(BenchError, match="do not make a baseline a check can use: cell 'toy/"):
+        record(store.root)
+
+
+def test_the_noise_term_uses_the_run_s_counts_not_the_baseline_s(toy_sweep, tmp_path, capsys):
+    """A baseline count edited down (1 image: a noise term of tens of points) cannot hide a
+    drop: the noise is that of the images the new run measured (128), and the note says the
+    counts differ."""
+    baseline = _record(toy_sweep, tmp_path / "base.json")
+    cell = baseline["cells"]["toy/vanilla/r20/s0/clean"]
+    key = "last.test.accuracy"
+    p, n = cell["metrics"][key], cell["counts"][key]
+    assert n == 128
+    se = 100 * math.sqrt(p / 100 * (1 - p / 100) / n)
+    cell["metrics"][key], cell["counts"][key] = p + 3.5 * se, 1
+    path = tmp_path / "one.json"
+    path.write_text(json.dumps(baseline))
+    capsys.readouterr()
+    assert _check(toy_sweep, path) == 1
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if "REGRESSED" in line)
+    assert "toy/vanilla/r20/s0/clean" in row and key in row
+    assert f"{key}: 1 in the baseline, 128 now" in out
+
+
+def _refused(toy_sweep, tmp_path, capsys, baseline: dict, *expected: str) -> str:
+    path = tmp_path / "edited.json"
+    path.write_text(json.dumps(baseline))
+    capsys.readouterr()
+    assert _check(toy_sweep, path) == 2
+    out, err = capsys.readouterr()
+    assert out == ""  # no table: nothing was checked
+    (line, *hint) = err.strip().splitlines()
+    assert line.startswith("error: ") and len(hint) <= 1 and "Traceback" not in err
+    for text in expected:
+        assert text in line, (text, line)
+    return line
+
+
+@pytest.mark.parametrize(
+    ("edit", "expected"),
+    [
+        (lambda c: c["counts"].pop("last.test.accuracy"), "no counts.last.test.accuracy"),
+        (lambda c: c["counts"].update({"last.test.accuracy": 0}), "is 0, not a whole number > 0"),
+        (lambda c: c["counts"].update({"best_valid.test.accuracy": -5}), "is -5, not a whole"),
+        (lambda c: c.pop("counts"), "no counts"),
+        (lambda c: c["metrics"].pop("best_valid.test.accuracy"), "no metric best_valid.test.acc"),
+        (lambda c: c["metrics"].pop("last.test.aligned_accuracy"), "no metric last.test.aligned"),
+        (lambda c: c.pop("preset"), "no preset"),
+    ],
+    ids=[
+        "no-count",
+        "zero-count",
+        "negative-count",
+        "no-counts",
+        "no-metric",
+        "one-side",
+        "preset",
+    ],
+)
+def test_a_baseline_without_a_count_or_a_metric_is_refused(
+    toy_sweep, tmp_path, capsys, edit, expected
+):
+    baseline = _record(toy_sweep, tmp_path / "base.json")
+    edit(baseline["cells"]["toy/etf_debias/r20/s1/clean"])
+    _refused(toy_sweep, tmp_path, capsys, baseline, "toy/etf_debias/r20/s1/clean", expected)
+
+
+def test_a_metric_the_run_measures_and_the_baseline_lacks_is_refused(toy_sweep, tmp_path, capsys):
+    """The conflicting accuracy taken out of a cell (both selections, and their counts): the
+    baseline looks sound on its own, but that metric of the run would go unchecked."""
+    baseline = _record(toy_sweep, tmp_path / "base.json")
+    cell = baseline["cells"]["toy/vanilla/r20/s1/clean"]
+    for selection in ("last", "best_valid"):
+        for field in ("metrics", "counts"):
+            del cell[field][f"{selection}.test.conflicting_accuracy"]
+    _refused(
+        toy_sweep,
+        tmp_path,
+        capsys,
+        baseline,
+        "cell 'toy/vanilla/r20/s1/clean' has no best_valid.test.conflicting_accuracy, "
+        "last.test.conflicting_accuracy, which run toy_vanilla_r20_s1_",
+    )
+
+
+def test_a_baseline_of_another_preset_or_protocol_is_refused(toy_sweep, tmp_path, capsys):
+    """The toy sweep ran under the default preset (paper) and protocol clean."""
+    baseline = _record(toy_sweep, tmp_path / "base.json")
+    smoke = json.loads(json.dumps(baseline))
+    for cell in smoke["cells"].values():
+        cell["preset"] = "smoke"
+    line = _refused(toy_sweep, tmp_path, capsys, smoke, "under preset 'smoke'", "preset 'paper'")
+    assert str(toy_sweep) in line
+    one = json.loads(json.dumps(baseline))  # one cell of another preset is enough
+    one["cells"]["toy/vanilla/r20/s0/clean"]["preset"] = "ci"
+    _refused(toy_sweep, tmp_path, capsys, one, "e.g. cell toy/vanilla/r20/s0/clean")
+    noisy = json.loads(json.dumps(baseline))
+    noisy["cells"] = {
+        key.replace("/clean", "/noisy"): dict(cell, protocol="noisy")
+        for key, cell in baseline["cells"].items()
+    }
+    _refused(toy_sweep, tmp_path, capsys, noisy, "protocol 'noisy'", "protocol 'clean'")
 
 
 # ------------------------------------------------------------------ the ci preset

@@ -5,7 +5,9 @@
     bench regress check  --out RUNS --baseline baseline.json [--tolerance 1.0]
 
 ``check`` exits 1 when a tracked metric of a baseline cell dropped by more than the tolerance
-(points of accuracy) or a cell is missing, and prints the differences.
+(points of accuracy) or a cell is missing, and prints the differences; it exits 2 (one error
+line) for a baseline it cannot trust: malformed, without a count or a metric, or recorded under
+another preset or protocol than the sweep's runs.
 """
 
 from __future__ import annotations
@@ -74,7 +76,9 @@ def cmd_record(args: argparse.Namespace) -> int:
 def cmd_check(args: argparse.Namespace) -> int:
     baseline = load_baseline(Path(args.baseline))
     cells, unfinished = sweep_cells(Path(args.out))
-    comparison = compare(baseline, cells, args.tolerance, unfinished, args.noise_z)
+    comparison = compare(
+        baseline, cells, args.tolerance, unfinished, args.noise_z, args.baseline, args.out
+    )
     print(render(comparison, show_all=args.all))
     if comparison.failed:
         print(
