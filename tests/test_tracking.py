@@ -183,6 +183,50 @@ def test_a_missing_tracker_library_is_exit_2_with_the_install_command(
     assert code == 2 and "unknown tracker 'comet'" in err and "mlflow, tensorboard" in err
 
 
+@pytest.mark.parametrize(
+    ("target", "problem"),
+    [
+        ("::not a uri::", "neither a tracking URI (SCHEME://...) nor the path of a SQLite file"),
+        ("mlruns", "neither a tracking URI"),
+        ("http:/localhost:5000", "neither a tracking URI"),
+        ("htp://localhost:5000", "MLflow has no tracking store for the scheme 'htp'"),
+        ("http://", "http:// must be followed by a host"),
+        ("sqlite:///", "sqlite:/// must be followed by a database file"),
+        ("sqlite://", "sqlite:/// must be followed by a database file"),
+    ],
+)
+def test_a_bad_mlflow_target_is_refused_before_anything_is_written(
+    tmp_path, in_process, monkeypatch, target, problem
+):
+    """A target MLflow cannot take was a SQLite file named like it in the working directory,
+    and the sweep went on (exit 0): now one line naming the value and the forms it takes."""
+    work = tmp_path / "cwd"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    out = tmp_path / "runs"
+    code, _, err = in_process("run", *bench_args(out, "1"), "--track", f"mlflow={target}")
+    assert code == 2, err
+    line = err.strip().splitlines()[-1]  # one line (after the sweep's notes), no traceback
+    assert "Traceback" not in err and err.count("error:") == 1
+    assert line.startswith(f"error: --track 'mlflow={target}': ") and problem in line
+    assert "mlflow=PATH.db" in line and "mlflow=http(s)://HOST[:PORT]" in line
+    assert not out.exists() and list(work.iterdir()) == []  # nothing created, anywhere
+    code, _, err = in_process("track", "export", "--out", str(out), "--to", f"mlflow={target}")
+    assert code == 2 and "Traceback" not in err
+
+
+def test_a_bad_wandb_project_is_refused_before_anything_is_written(tmp_path, in_process):
+    pytest.importorskip("wandb", reason="W&B is not installed: pip install -e '.[wandb]'")
+    out = tmp_path / "runs"
+    code, _, err = in_process("run", *bench_args(out, "1"), "--track", "wandb=team/project")
+    assert code == 2, err
+    line = err.strip().splitlines()[-1]
+    assert "Traceback" not in err and err.count("error:") == 1
+    assert "--track 'wandb=team/project': a W&B project name holds none of" in line
+    assert "(found /)" in line and "wandb=PROJECT" in line
+    assert not out.exists()
+
+
 class _Failing(TrackedRun):
     id = "broken"
 

@@ -39,6 +39,15 @@ class Tracker(ABC):
     def __init__(self, target: str, experiment: str) -> None:
         self.target, self.experiment = target, experiment
 
+    #: the forms of ``--track KIND[=TARGET]`` it takes, for the error naming a bad target
+    accepted: ClassVar[str] = ""
+
+    @classmethod
+    def target_problem(cls, target: str) -> str | None:
+        """Why ``target`` (as given, ``""``: the default) is not one this tracker takes, or
+        None; checked before any run starts (``spec.parse_specs``)."""
+        return None
+
     @classmethod
     @abstractmethod
     def resolve(cls, target: str, out: Path) -> str:

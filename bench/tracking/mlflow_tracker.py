@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
 from debias_bench.states import RunState
 
@@ -26,6 +27,45 @@ STATUS = {
     RunState.DEAD: "KILLED",
 }
 SQLITE = "sqlite:///"
+#: the schemes of the tracking URIs MLflow's client takes: its database stores (SQLAlchemy
+#: dialects, ``+driver`` allowed), a tracking server, a file store, Databricks
+SCHEMES = ("sqlite", "postgresql", "mysql", "mssql", "http", "https", "file", "databricks")
+#: what a plain path must end in: it names a SQLite database file
+SQLITE_SUFFIXES = (".db", ".sqlite", ".sqlite3")
+
+
+def uri_problem(target: str) -> str | None:
+    """Why ``target`` is not an MLflow tracking URI or SQLite file path, or None. Checked
+    before any run starts: a typo (``htp://``, ``http:/host``, ``::not a uri::``) was a
+    SQLite file of that name in the working directory, and the sweep went on."""
+    if not target or target == "databricks":
+        return None
+    if "://" not in target:
+        if Path(target).suffix.lower() in SQLITE_SUFFIXES:  # ".db" alone has no suffix
+            return None
+        return "neither a tracking URI (SCHEME://...) nor the path of a SQLite file"
+    scheme, _, rest = target.partition("://")
+    base = scheme.split("+")[0]
+    if base not in SCHEMES:
+        return f"MLflow has no tracking store for the scheme {scheme!r}"
+    if any(c.isspace() for c in target):
+        return "a URI holds no whitespace"
+    if base == "sqlite":
+        path = rest.removeprefix("/")
+        if not rest.startswith("/") or not path or path == ":memory:" or path.endswith("/"):
+            return "sqlite:/// must be followed by a database file (sqlite:///PATH.db)"
+        return None
+    try:
+        parts = urlsplit(target)
+    except ValueError as exc:  # a bad IPv6 literal, ...
+        return f"not a URI ({exc})"
+    if base == "file" and not parts.path:
+        return "file:// must be followed by a folder (file:///DIR)"
+    if base in ("http", "https") and not parts.hostname:
+        return f"{scheme}:// must be followed by a host (the tracking server)"
+    if not rest:
+        return f"{scheme}:// must be followed by where the store is"
+    return None
 
 
 def _retry(call: Callable[[], T], tries: int = 8) -> T:
@@ -68,6 +108,15 @@ class MlflowRun(TrackedRun):
 @TRACKERS.register("mlflow", display_name="MLflow (default: sqlite:///OUT/mlflow.db)")
 class MlflowTracker(Tracker):
     kind, extra, modules = "mlflow", "track", ("mlflow",)
+    accepted = (
+        "--track mlflow (sqlite:///OUT/mlflow.db), mlflow=PATH.db (a SQLite file), "
+        "mlflow=sqlite:///PATH.db, mlflow=http(s)://HOST[:PORT], "
+        "mlflow=postgresql|mysql|mssql://USER@HOST/DB, mlflow=file:///DIR or mlflow=databricks"
+    )
+
+    @classmethod
+    def target_problem(cls, target: str) -> str | None:
+        return uri_problem(target)
 
     @classmethod
     def resolve(cls, target: str, out: Path) -> str:
@@ -75,7 +124,7 @@ class MlflowTracker(Tracker):
             return SQLITE + str((out / "mlflow.db").resolve())
         if target.startswith(SQLITE):  # sqlite:///relative.db is relative to this directory
             return SQLITE + str(Path(target.removeprefix(SQLITE)).resolve())
-        if "://" not in target:  # a path: a SQLite database there
+        if "://" not in target and target != "databricks":  # a .db path: a SQLite database
             return SQLITE + str(Path(target).resolve())
         return target  # a tracking server (http://...) or another store URI
 

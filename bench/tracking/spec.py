@@ -30,8 +30,10 @@ class TrackSpec:
 
 
 def parse_specs(texts: list[str], out: Path) -> list[TrackSpec]:
-    """``--track`` values, resolved against ``--out``; an unknown kind or a tracker whose
-    library is missing is a ConfigError (exit 2) that names the install command."""
+    """``--track`` values, resolved against ``--out``; an unknown kind, a tracker whose
+    library is missing (naming the install command) or a target the tracker does not take
+    (naming the forms it takes: ``Tracker.target_problem``) is a ConfigError (exit 2), before
+    anything is created."""
     specs: list[TrackSpec] = []
     for text in texts:
         kind, _, target = text.partition("=")
@@ -42,6 +44,9 @@ def parse_specs(texts: list[str], out: Path) -> list[TrackSpec]:
                 f"--track {kind}: {', '.join(missing)} is not installed",
                 hint=f'pip install -e ".[{cls.extra}]"  (or: pip install {" ".join(missing)})',
             )
+        problem = cls.target_problem(target.strip())
+        if problem:  # one line: the forms it takes are the fix
+            raise ConfigError(f"--track {text!r}: {problem}; {cls.kind} takes {cls.accepted}")
         spec = TrackSpec(cls.kind, cls.resolve(target.strip(), out))
         if spec not in specs:
             specs.append(spec)

@@ -16,6 +16,8 @@ from .base import TRACKERS, TrackedRun, Tracker
 #: seconds ``wandb.init`` may wait for the server before the run goes on without it
 INIT_TIMEOUT_S = 30
 DEFAULT_PROJECT = "debias-bench"
+#: what W&B refuses in a project name, and its longest one
+PROJECT_FORBIDDEN, PROJECT_MAX = "/\\#?%:", 128
 
 
 def _has_credentials() -> bool:
@@ -51,6 +53,18 @@ class WandbRun(TrackedRun):
 @TRACKERS.register("wandb", display_name=f"Weights & Biases (project; default {DEFAULT_PROJECT})")
 class WandbTracker(Tracker):
     kind, extra, modules = "wandb", "wandb", ("wandb",)
+    accepted = f"--track wandb (project {DEFAULT_PROJECT}) or wandb=PROJECT"
+
+    @classmethod
+    def target_problem(cls, target: str) -> str | None:
+        """W&B's own rule for a project name (``wandb.Settings.validate_project``): each run's
+        ``wandb.init`` would fail on it, a warning per run, and nothing would be tracked."""
+        bad = sorted({c for c in target if c in PROJECT_FORBIDDEN})
+        if bad:
+            return f"a W&B project name holds none of {PROJECT_FORBIDDEN} (found {''.join(bad)})"
+        if len(target) > PROJECT_MAX:
+            return f"a W&B project name is at most {PROJECT_MAX} characters, not {len(target)}"
+        return None
 
     @classmethod
     def resolve(cls, target: str, out: Path) -> str:
