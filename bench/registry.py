@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 import importlib
 import pkgutil
+import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
@@ -17,6 +18,8 @@ from typing import Any, Generic, TypeVar
 from debias_bench.errors import UnknownNameError
 
 T = TypeVar("T")
+#: what a registered name may be: it becomes part of run ids, file names and comma lists
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
 
 
 @dataclass(frozen=True)
@@ -46,6 +49,11 @@ class Registry(Generic[T]):
         """Decorator that registers ``obj`` under ``name``; duplicate names raise ValueError."""
 
         def decorator(obj: T) -> T:
+            if not NAME.fullmatch(name):  # it becomes part of run ids and file names
+                raise ValueError(
+                    f"{self.kind} name {name!r} is not a plain name: letters, digits, _ and - "
+                    "only (no /, .., spaces)"
+                )
             if name in self._entries:
                 raise ValueError(
                     f"{self.kind} {name!r} is already registered "

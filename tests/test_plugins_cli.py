@@ -121,3 +121,34 @@ def test_a_registered_launcher_must_be_launchable(tmp_path):
     with pytest.raises(Exception, match=r"is not a subclass of .*Launchable"):
         import_plugin(str(path))
     assert "not_launchable" not in LAUNCHERS
+
+
+BAD_NAME_PLUGIN = textwrap.dedent(
+    '''
+    """README "Adding a method", with a name that holds a path."""
+    from debias_bench.methods.vanilla import Vanilla
+    from debias_bench.registry import register_method
+
+    register_method("{name}", display_name="Bad name")(type("M", (Vanilla,), {{}}))
+    '''
+)
+
+
+@pytest.mark.parametrize("name", ["../cli_escaping_method", "cli/method", "cli method", ".."])
+def test_a_plugin_that_registers_a_name_with_a_path_in_it_is_one_error(
+    tmp_path, monkeypatch, capsys, registries_restored, name
+):
+    """A method named ``../x`` became part of run ids and file names: `bench run` ended in
+    a ValueError traceback (``Path.with_name``). Refused where the plugin registers it,
+    naming the name and the plugin's line; nothing registered."""
+    path = tmp_path / "bad_name_plugin.py"
+    path.write_text(BAD_NAME_PLUGIN.format(name=name))
+    monkeypatch.setenv("BENCH_PLUGINS", str(path))
+    argv = ["run", "--methods", name, "--datasets", "cmnist", "--dry-run"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert err.startswith(f"error: plugin {str(path)!r} failed to import: ValueError: ")
+    assert f"method name {name!r} is not a plain name: letters, digits, _ and - only" in err
+    assert f"(at {path}:6)" in err  # the plugin's register_method line, not the registry's
+    assert name not in METHODS

@@ -174,3 +174,29 @@ def test_a_plugin_file_named_like_an_installed_package_does_not_shadow_it(tmp_pa
     assert name != "json" and sys.modules[name].VALUE == 7
     assert json.dumps({"a": 1}) == '{"a": 1}'
     assert Path(sys.modules[name].__file__) == path.resolve()
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        ("..", "plugin '..' in BENCH_PLUGINS is neither a module name"),
+        ("..my_methods", "plugin '..my_methods' in BENCH_PLUGINS is neither a module name"),
+        ("my methods", "plugin 'my methods' in BENCH_PLUGINS is neither a module name"),
+        ("../", "(BENCH_PLUGINS entry '../') is a folder, not a .py file"),
+        ("../no_such_plugin_xyz.py", "(BENCH_PLUGINS entry '../no_such_plugin_xyz.py') does not"),
+        ("sub/../../no_such_plugin_xyz", "entry 'sub/../../no_such_plugin_xyz') does not exist"),
+    ],
+)
+def test_a_plugin_entry_with_dots_or_a_path_up_is_named(
+    tmp_path, monkeypatch, capsys, entry, message
+):
+    """Each entry of BENCH_PLUGINS that is no plugin: one error naming it (as given), exit 2,
+    no traceback (``..`` was a TypeError from importlib)."""
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    monkeypatch.setenv("BENCH_PLUGINS", entry)
+    assert main(["list", "methods"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: plugin") and message in err, err
+    assert "Traceback" not in err and err.count("\n") <= 2

@@ -19,6 +19,7 @@ import hashlib
 import importlib
 import importlib.util
 import os
+import re
 import sys
 from collections.abc import Iterable
 from pathlib import Path
@@ -28,6 +29,10 @@ from debias_bench.errors import ConfigError
 from debias_bench.registry import DATASETS, METHODS
 
 PLUGINS_ENV = "BENCH_PLUGINS"
+#: a plugin given by name: a dotted module name (anything else with a ``/`` is a path)
+MODULE_NAME = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
+#: debias-bench's own modules (the frames an import error is not located in)
+PACKAGE = "debias_bench"
 #: module name -> the file it was loaded from, for plugins given as paths
 _FROM_PATH: dict[str, str] = {}
 
@@ -54,10 +59,18 @@ def import_plugins(names: Iterable[str] | None = None, paths: Iterable[str] = ()
 
 
 def import_plugin(entry: str) -> str:
-    """Import one plugin (module name or file path); returns its module name."""
+    """Import one plugin (module name or file path); returns its module name. An entry that
+    is neither (``..``, ``..mod``, ``a b``) or a plugin that fails, a name it registers
+    included (``register_method("../x")``: ``Registry.register``), is a ConfigError."""
+    if not is_path(entry) and not MODULE_NAME.fullmatch(entry):
+        raise ConfigError(
+            f"plugin {entry!r} in {PLUGINS_ENV} is neither a module name (pkg.module) nor a "
+            "path to a .py file",
+            hint="give a module on PYTHONPATH (my_methods) or a file (./plugins/my_methods.py)",
+        )
     try:
         if is_path(entry):
-            return _import_file(Path(entry).expanduser())
+            return _import_file(Path(entry).expanduser(), entry)
         importlib.import_module(entry)
         return entry
     except ConfigError:
@@ -75,12 +88,21 @@ def import_plugin(entry: str) -> str:
 
 
 def _failed(entry: str, exc: BaseException) -> ConfigError:
-    where = ""
+    """The error naming ``entry``, ``exc`` and the line that raised it: the deepest frame
+    outside debias-bench's own modules (the plugin's call that bench refused, such as a name
+    ``register_method`` does not take), else the deepest."""
+    frames = []
     tb = exc.__traceback__
-    while tb is not None and tb.tb_next is not None:
+    while tb is not None:
+        frames.append(tb)
         tb = tb.tb_next
-    if tb is not None:
-        where = f" (at {tb.tb_frame.f_code.co_filename}:{tb.tb_lineno})"
+    outside = [
+        f for f in frames if not str(f.tb_frame.f_globals.get("__name__")).startswith(PACKAGE)
+    ]
+    where = ""
+    if frames:
+        last = (outside or frames)[-1]
+        where = f" (at {last.tb_frame.f_code.co_filename}:{last.tb_lineno})"
     return ConfigError(
         f"plugin {entry!r} failed to import: {type(exc).__name__}: {exc}{where}",
         hint=f"fix the plugin or remove it from {PLUGINS_ENV}",
@@ -105,11 +127,18 @@ def _loaded_from(path: Path) -> str | None:
     return None
 
 
-def _import_file(path: Path) -> str:
+def _import_file(path: Path, entry: str = "") -> str:
+    """Import the plugin file at ``path`` (``entry``: as its plugin list gives it)."""
     path = path.resolve()
+    given = f" ({PLUGINS_ENV} entry {entry!r})" if entry and entry != str(path) else ""
+    if path.is_dir():
+        raise ConfigError(
+            f"plugin {path}{given} is a folder, not a .py file",
+            hint=f"check the paths in {PLUGINS_ENV}",
+        )
     if not path.is_file():
         raise ConfigError(
-            f"plugin file {path} does not exist", hint=f"check the paths in {PLUGINS_ENV}"
+            f"plugin file {path}{given} does not exist", hint=f"check the paths in {PLUGINS_ENV}"
         )
     loaded = _loaded_from(path)
     if loaded is not None:  # imported already: by $BENCH_PLUGINS, a warm worker, or by name
