@@ -76,10 +76,14 @@ class AuxiliaryKeys(Protocol):
     """The keys of a method's params that describe its auxiliary embedding model (SelecMix's:
     a structural type, so this module does not import the method that uses it)."""
 
-    aux_backbone: str
-    aux_mlp_hidden: tuple[int, ...] | None
-    aux_embed_dim: int
-    mlp_hidden: tuple[int, ...] | None
+    @property
+    def aux_backbone(self) -> str: ...
+    @property
+    def aux_mlp_hidden(self) -> tuple[int, ...] | None: ...
+    @property
+    def aux_embed_dim(self) -> int: ...
+    @property
+    def mlp_hidden(self) -> tuple[int, ...] | None: ...
 
 
 def make_embedding_model(spec: DatasetSpec, hp: AuxiliaryKeys) -> EmbeddingModel:
