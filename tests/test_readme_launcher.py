@@ -1,6 +1,7 @@
-"""The README's "Adding a launcher" plugin, exactly as printed, run end to end from a folder
-outside the repository through ``BENCH_PLUGINS`` (a path, no PYTHONPATH): its name is a valid
-``--launcher``, its flags are in ``bench run --help``, and it trains real Colored MNIST runs."""
+"""The docs' "Adding a launcher" plugin (docs/extending/launcher.md), exactly as printed, run end
+to end from a folder outside the repository through ``BENCH_PLUGINS`` (a path, no PYTHONPATH):
+its name is a valid ``--launcher``, its flags are in ``bench run --help``, and it trains real
+Colored MNIST runs."""
 
 from __future__ import annotations
 
@@ -15,13 +16,13 @@ from conftest import run_bench
 
 pytestmark = [pytest.mark.slow, pytest.mark.realdata]  # two short runs in worker processes
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+PAGE = Path(__file__).resolve().parents[1] / "docs" / "extending" / "launcher.md"
 
 
-def readme_file(name: str) -> str:
-    """The fenced block after ``<!-- file: NAME -->`` in the README."""
+def docs_file(name: str) -> str:
+    """The fenced block after ``<!-- file: NAME -->`` on the docs page."""
     pattern = re.compile(rf"<!-- file: {re.escape(name)} -->\n```\w*\n(.*?)```", re.DOTALL)
-    (code,) = pattern.findall(README.read_text())
+    (code,) = pattern.findall(PAGE.read_text())
     return code
 
 
@@ -32,7 +33,7 @@ def bench(*args: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedPro
 def test_the_readme_launcher_runs_as_printed(tmp_path, raw_root, data_root):
     home = tmp_path / "my_project"  # outside the repository
     home.mkdir()
-    (home / "my_launcher.py").write_text(readme_file("my_launcher.py"))
+    (home / "my_launcher.py").write_text(docs_file("my_launcher.py"))
     env = {
         **os.environ,
         "BENCH_PLUGINS": "./my_launcher.py",

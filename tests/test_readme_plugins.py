@@ -1,7 +1,8 @@
-"""The README's "Adding a method" and "Adding a dataset" plugins, exactly as printed, run end to
-end from a folder outside the repository through ``BENCH_PLUGINS`` (paths, no PYTHONPATH): the
-label-smoothing method, the JTT-like one with its YAML (preparation pass, per-sample weights,
-a step count that keeps its share of a preset's run) and the Colored Fashion-MNIST dataset."""
+"""The docs' "Adding a method" and "Adding a dataset" plugins (docs/extending/method.md and
+dataset.md), exactly as printed, run end to end from a folder outside the repository through
+``BENCH_PLUGINS`` (paths, no PYTHONPATH): the label-smoothing method, the JTT-like one with its
+YAML (preparation pass, per-sample weights, a step count that keeps its share of a preset's
+run) and the Colored Fashion-MNIST dataset."""
 
 from __future__ import annotations
 
@@ -15,14 +16,14 @@ from conftest import run_bench
 
 pytestmark = pytest.mark.slow  # three short runs through local workers (a minute or two)
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+EXTENDING = Path(__file__).resolve().parents[1] / "docs" / "extending"
+PAGES = (EXTENDING / "method.md", EXTENDING / "dataset.md")
 
 
-def readme_files() -> dict[str, str]:
-    """``<!-- file: NAME -->`` followed by a fenced block -> {NAME: code}."""
-    text = README.read_text()
+def docs_files() -> dict[str, str]:
+    """``<!-- file: NAME -->`` followed by a fenced block, on the pages -> {NAME: code}."""
     pattern = re.compile(r"<!-- file: (\S+) -->\n```\w*\n(.*?)```", re.DOTALL)
-    return {name: code for name, code in pattern.findall(text)}
+    return {name: code for page in PAGES for name, code in pattern.findall(page.read_text())}
 
 
 def bench(*args: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -30,7 +31,7 @@ def bench(*args: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedPro
 
 
 def test_the_readme_plugins_run_as_printed(tmp_path):
-    files = readme_files()
+    files = docs_files()
     assert {"my_method.py", "cfashion.py", "my_jtt.py", "my_jtt.yaml"} <= set(files)
     home = tmp_path / "my_project"  # outside the repository
     home.mkdir()
@@ -66,7 +67,7 @@ def test_the_readme_plugins_run_as_printed(tmp_path):
     assert re.search(r"^id_steps\s+1000\s+my_jtt declaration$", shown.stdout, re.M), shown.stdout
     assert "upweight choice 20.0|50.0|100.0" in shown.stdout.splitlines()[-1]
 
-    # the README's run, on the ci preset to keep it short, through worker processes
+    # the page's run, on the ci preset to keep it short, through worker processes
     out = tmp_path / "runs"
     run = bench(
         "run", "--methods", "vanilla,etf_debias,my_method,my_jtt", "--datasets", "cfashion",

@@ -1,5 +1,6 @@
-"""The README's "Adding a report table" plugin, exactly as printed, run end to end from a folder
-outside the repository through ``BENCH_PLUGINS`` on a store of real (short) runs."""
+"""The docs' "Adding a report table" plugin (docs/extending/table.md), exactly as printed, run
+end to end from a folder outside the repository through ``BENCH_PLUGINS`` on a store of real
+(short) runs."""
 
 from __future__ import annotations
 
@@ -16,15 +17,15 @@ from conftest import run_bench
 
 pytestmark = pytest.mark.slow  # two short real runs on a tiny raw source (half a minute)
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+PAGE = Path(__file__).resolve().parents[1] / "docs" / "extending" / "table.md"
 PLUGIN = "my_table.py"
 
 
-def readme_file(name: str) -> str:
-    """The fenced block after ``<!-- file: NAME -->`` in the README."""
+def docs_file(name: str) -> str:
+    """The fenced block after ``<!-- file: NAME -->`` on the docs page."""
     pattern = re.compile(rf"<!-- file: {re.escape(name)} -->\n```\w*\n(.*?)```", re.DOTALL)
-    found = pattern.findall(README.read_text())
-    assert len(found) == 1, f"README has {len(found)} blocks marked {name}"
+    found = pattern.findall(PAGE.read_text())
+    assert len(found) == 1, f"{PAGE.name} has {len(found)} blocks marked {name}"
     return found[0]
 
 
@@ -34,12 +35,12 @@ def bench(*args: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedPro
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
-    """A folder outside the repository holding the README's plugin and a store of two done
+    """A folder outside the repository holding the docs' plugin and a store of two done
     runs (vanilla and etf_debias, ``ci`` preset, on a tiny Colored MNIST raw source)."""
     root = tmp_path_factory.mktemp("readme_table")
     home = root / "my_project"
     home.mkdir()
-    (home / PLUGIN).write_text(readme_file(PLUGIN))
+    (home / PLUGIN).write_text(docs_file(PLUGIN))
     env = {
         **os.environ,
         "BENCH_RAW_ROOT": str(root / "raw"),
