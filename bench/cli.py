@@ -10,8 +10,8 @@ from typing import NoReturn
 
 from debias_bench.commands import COMMANDS
 from debias_bench.errors import BenchError, ConfigError
-from debias_bench.launchers.plugins import import_plugins
 from debias_bench.paths import check_folder_flags
+from debias_bench.plugins.loading import import_plugins
 
 
 class UsageError(ConfigError):

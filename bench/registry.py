@@ -133,8 +133,8 @@ DATASETS: Registry[Any] = Registry("dataset", "debias_bench.datasets")
 
 #: backbone and optimiser names, so that configuration can validate them without importing
 #: the training modules that build them (each registers itself when first looked up)
-BACKBONES: Registry[Any] = Registry("backbone", "debias_bench.backbones")
-OPTIMIZERS: Registry[Any] = Registry("optimizer", "debias_bench.optim")
+BACKBONES: Registry[Any] = Registry("backbone", "debias_bench.training.backbones")
+OPTIMIZERS: Registry[Any] = Registry("optimizer", "debias_bench.training.optim")
 
 register_method = METHODS.register
 register_dataset = DATASETS.register

@@ -42,8 +42,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from debias_bench.data.family import DataOption, PresetValues, ratio_dirname
 from debias_bench.errors import CorruptDataError
-from debias_bench.family import DataOption, PresetValues, ratio_dirname
 from debias_bench.registry import register_dataset
 
 from .cached import (

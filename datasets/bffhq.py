@@ -30,10 +30,10 @@ from typing import Any, ClassVar
 import numpy as np
 from PIL import Image
 
-from debias_bench.data import Splits
-from debias_bench.download import Download, DriveFile
+from debias_bench.data.contract import Splits
+from debias_bench.data.download import Download, DriveFile
+from debias_bench.data.family import PresetValues, fixture_root, ratio_dirname
 from debias_bench.errors import DataNotFoundError
-from debias_bench.family import PresetValues, fixture_root, ratio_dirname
 from debias_bench.registry import register_dataset
 
 from .cached import CI_16PX, CachedImageFamily, photo_spec

@@ -1,6 +1,6 @@
 """Shared plumbing of the 224-px families (BFFHQ, Dogs & Cats, BAR).
 
-Each is decoded once into the npy split store of ``debias_bench.family``::
+Each is decoded once into the npy split store of ``debias_bench.data.family``::
 
     <folder>/<pct>/train/{images,attrs}.npy   one per ratio
     <folder>/<pct>/valid/...  or  <folder>/valid/...   (per ratio when the source has it so)
@@ -17,9 +17,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, ClassVar
 
-from debias_bench.data import DatasetSpec
+from debias_bench.data.contract import DatasetSpec
+from debias_bench.data.family import DataOption, DatasetFamily, ratio_dirname
 from debias_bench.errors import DataNotFoundError
-from debias_bench.family import DataOption, DatasetFamily, ratio_dirname
 
 #: the normalisation DisEnt / BiasEnsemble / LfF use, also on the 224-px sets
 CIFAR_MEAN = (0.4914, 0.4822, 0.4465)

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import numpy as np
 
-from debias_bench.download import Download, RemoteFile
+from debias_bench.data.download import Download, RemoteFile
+from debias_bench.data.progress import progress_bar
 from debias_bench.errors import CorruptDataError, DataNotFoundError
-from debias_bench.progress import progress_bar
 
 from .images import decode
 

@@ -32,15 +32,15 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
-from debias_bench.data import DatasetSpec, Split
-from debias_bench.download import Download
-from debias_bench.family import (
+from debias_bench.data.contract import DatasetSpec, Split
+from debias_bench.data.download import Download
+from debias_bench.data.family import (
     DataOption,
     PresetValues,
     ratio_dirname,
     save_split,
 )
-from debias_bench.progress import progress_bar
+from debias_bench.data.progress import progress_bar
 from debias_bench.registry import register_dataset
 
 from . import cifar10_raw

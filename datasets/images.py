@@ -16,9 +16,9 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, UnidentifiedImageError
 
+from debias_bench.data.family import replace_dir
+from debias_bench.data.progress import progress_bar
 from debias_bench.errors import CorruptDataError
-from debias_bench.family import replace_dir
-from debias_bench.progress import progress_bar
 
 from .parallel import parallel_chunks
 

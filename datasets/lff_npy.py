@@ -33,11 +33,11 @@ from typing import ClassVar
 import numpy as np
 import torch
 
-from debias_bench.data import DatasetSpec, Split
-from debias_bench.data_options import DataOption
+from debias_bench.data.contract import DatasetSpec, Split
+from debias_bench.data.family import DatasetFamily, ratio_dirname, save_split
+from debias_bench.data.integrity import MANIFEST, completeness_problems
+from debias_bench.data.options import DataOption
 from debias_bench.errors import CorruptDataError, DataNotFoundError
-from debias_bench.family import DatasetFamily, ratio_dirname, save_split
-from debias_bench.integrity import MANIFEST, completeness_problems
 
 
 def read_lff_split(folder: Path, name: str, spec: DatasetSpec) -> Split:

@@ -24,8 +24,8 @@ import torch
 from PIL import Image
 from torch.utils.data import DataLoader, Dataset
 
-from debias_bench.data import DatasetSpec, Split, TrainStream, take
-from debias_bench.family import DatasetFamily
+from debias_bench.data.contract import DatasetSpec, Split, TrainStream, take
+from debias_bench.data.family import DatasetFamily
 
 
 class PerFileDataset(Dataset):

@@ -27,8 +27,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from debias_bench.data import Batch, DatasetSpec, Split, Splits, TrainStream, eval_batches
-from debias_bench.metrics import predict_labels
+from debias_bench.data.contract import Batch, DatasetSpec, Split, Splits, TrainStream, eval_batches
+from debias_bench.training.metrics import predict_labels
 
 from .losses import generalized_ce
 

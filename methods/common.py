@@ -8,9 +8,9 @@ from typing import Any
 import torch
 from torch import nn
 
-from debias_bench.backbones import Backbone, build_backbone, init_head
-from debias_bench.data import DatasetSpec
-from debias_bench.hparams import EngineParams
+from debias_bench.config.hparams import EngineParams
+from debias_bench.data.contract import DatasetSpec
+from debias_bench.training.backbones import Backbone, build_backbone, init_head
 
 
 class Classifier(nn.Module):

@@ -14,9 +14,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from debias_bench.backbones import Backbone, build_backbone
-from debias_bench.data import DatasetSpec
-from debias_bench.hparams import EngineParams
+from debias_bench.config.hparams import EngineParams
+from debias_bench.data.contract import DatasetSpec
+from debias_bench.training.backbones import Backbone, build_backbone
 
 
 def gsc_loss(z: torch.Tensor, labels: torch.Tensor, temp: float, q: float | None) -> torch.Tensor:
@@ -90,7 +90,8 @@ def make_embedding_model(spec: DatasetSpec, hp: AuxiliaryKeys) -> EmbeddingModel
     """The auxiliary model named by ``hp.aux_backbone``.
 
     ``cifar_resnet18`` is the official choice for every dataset; any backbone name of
-    ``debias_bench.backbones`` also works (e.g. ``mlp`` with ``aux_mlp_hidden``, a CPU-sized
+    ``debias_bench.training.backbones`` also works (e.g. ``mlp`` with ``aux_mlp_hidden``, a
+    CPU-sized
     stand-in). The auxiliary model always sees the plain input: the official MLPs' second
     division by 255 is a quirk of the main model, not of SupConResNet.
     """

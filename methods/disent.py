@@ -51,12 +51,12 @@ import torch.nn.functional as F
 from torch import nn
 from torch.optim.lr_scheduler import StepLR
 
-from debias_bench.backbones import Backbone, build_backbone, init_head
-from debias_bench.data import Batch, DatasetSpec
-from debias_bench.hparams import REQUIRED, EngineParams, hparam
-from debias_bench.method import Method, TrainEnv
+from debias_bench.config.hparams import REQUIRED, EngineParams, hparam
+from debias_bench.config.search import LogUniform
+from debias_bench.data.contract import Batch, DatasetSpec
 from debias_bench.registry import register_method
-from debias_bench.search import LogUniform
+from debias_bench.training.backbones import Backbone, build_backbone, init_head
+from debias_bench.training.method import Method, TrainEnv
 
 from .ema import SampleLossEMA, loss_ema, relative_difficulty
 from .losses import gce_q, generalized_ce

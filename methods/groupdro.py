@@ -50,11 +50,11 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from debias_bench.data import Batch, DatasetSpec, Splits
-from debias_bench.hparams import REQUIRED, EngineParams, hparam
-from debias_bench.method import TrainEnv
+from debias_bench.config.hparams import REQUIRED, EngineParams, hparam
+from debias_bench.config.search import LogUniform, Uniform
+from debias_bench.data.contract import Batch, DatasetSpec, Splits
 from debias_bench.registry import register_method
-from debias_bench.search import LogUniform, Uniform
+from debias_bench.training.method import TrainEnv
 
 from .vanilla import Vanilla
 

@@ -55,12 +55,12 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from debias_bench.data import Batch, DatasetSpec, Splits, TrainStream
-from debias_bench.hparams import REQUIRED, EngineParams, hparam
-from debias_bench.method import TrainEnv
-from debias_bench.metrics import predict_labels
+from debias_bench.config.hparams import REQUIRED, EngineParams, hparam
+from debias_bench.config.search import Choice
+from debias_bench.data.contract import Batch, DatasetSpec, Splits, TrainStream
 from debias_bench.registry import register_method
-from debias_bench.search import Choice
+from debias_bench.training.method import TrainEnv
+from debias_bench.training.metrics import predict_labels
 
 from .biased import stage_steps, train_model
 from .common import make_classifier

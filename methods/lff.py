@@ -38,10 +38,10 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from debias_bench.data import Batch, DatasetSpec
-from debias_bench.hparams import EngineParams
-from debias_bench.method import Method, TrainEnv
+from debias_bench.config.hparams import EngineParams
+from debias_bench.data.contract import Batch, DatasetSpec
 from debias_bench.registry import register_method
+from debias_bench.training.method import Method, TrainEnv
 
 from .common import make_classifier
 from .ema import SampleLossEMA, loss_ema, relative_difficulty

@@ -53,11 +53,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from debias_bench.data import Batch, DatasetSpec, Splits
-from debias_bench.hparams import REQUIRED, hparam
-from debias_bench.method import TrainEnv
+from debias_bench.config.hparams import REQUIRED, hparam
+from debias_bench.config.search import Uniform
+from debias_bench.data.contract import Batch, DatasetSpec, Splits
 from debias_bench.registry import register_method
-from debias_bench.search import Uniform
+from debias_bench.training.method import TrainEnv
 
 from .biased import CommitteeConfig, agreement_mask, committee_probs
 from .common import make_classifier

@@ -7,8 +7,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from debias_bench.hparams import REQUIRED, hparam
-from debias_bench.search import Uniform
+from debias_bench.config.hparams import REQUIRED, hparam
+from debias_bench.config.search import Uniform
 
 
 def gce_q(searched: bool = False) -> Any:

@@ -71,11 +71,11 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from debias_bench.data import Batch, DatasetSpec, Split, Splits, TrainStream, eval_batches
-from debias_bench.hparams import REQUIRED, EngineParams, hparam
-from debias_bench.method import TrainEnv
+from debias_bench.config.hparams import REQUIRED, EngineParams, hparam
+from debias_bench.config.search import Choice
+from debias_bench.data.contract import Batch, DatasetSpec, Split, Splits, TrainStream, eval_batches
 from debias_bench.registry import register_method
-from debias_bench.search import Choice
+from debias_bench.training.method import TrainEnv
 
 from .biased import stage_steps, train_model
 from .common import Classifier, make_classifier

@@ -49,12 +49,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from debias_bench.backbones import build_backbone, init_head
-from debias_bench.data import Batch, DatasetSpec
-from debias_bench.hparams import REQUIRED, EngineParams, hparam
-from debias_bench.method import Method, TrainEnv
+from debias_bench.config.hparams import REQUIRED, EngineParams, hparam
+from debias_bench.config.search import Choice, LogUniform
+from debias_bench.data.contract import Batch, DatasetSpec
 from debias_bench.registry import register_method
-from debias_bench.search import Choice, LogUniform
+from debias_bench.training.backbones import build_backbone, init_head
+from debias_bench.training.method import Method, TrainEnv
 
 from .etf_debias import PrimeBank, random_primes, simplex_etf
 

@@ -62,12 +62,12 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from debias_bench.data import Batch, DatasetSpec
-from debias_bench.hparams import REQUIRED, EngineParams, hparam
-from debias_bench.method import Method, TrainEnv
-from debias_bench.optim import OptimizerSettings
+from debias_bench.config.hparams import REQUIRED, EngineParams, hparam
+from debias_bench.config.search import Around, LogUniform, Uniform
+from debias_bench.data.contract import Batch, DatasetSpec
 from debias_bench.registry import register_method
-from debias_bench.search import Around, LogUniform, Uniform
+from debias_bench.training.method import Method, TrainEnv
+from debias_bench.training.optim import OptimizerSettings
 
 from .common import make_classifier
 from .contrastive import contradicting_partners, gsc_loss, make_embedding_model, selective_mixup

@@ -8,9 +8,9 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from debias_bench.data import Batch, DatasetSpec
-from debias_bench.method import Method, TrainEnv
+from debias_bench.data.contract import Batch, DatasetSpec
 from debias_bench.registry import register_method
+from debias_bench.training.method import Method, TrainEnv
 
 from .common import make_classifier
 

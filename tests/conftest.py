@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 import torch
 
-from debias_bench.data import DatasetSpec, Split, Splits
-from debias_bench.family import DatasetFamily
+from debias_bench.data.contract import DatasetSpec, Split, Splits
+from debias_bench.data.family import DatasetFamily
 from debias_bench.launchers import LAUNCHERS, plugins
 from debias_bench.registry import DATASETS, METHODS, Entry, Registry
 from debias_bench.reporting import TABLES
@@ -198,7 +198,7 @@ def _registries_unchanged(request: pytest.FixtureRequest) -> Iterator[None]:
 
 @pytest.fixture
 def toy_place(tmp_path: Path):
-    from debias_bench.engine import DataPlace
+    from debias_bench.training.engine import DataPlace
 
     return DataPlace(tmp_path / "raw", tmp_path / "data")
 

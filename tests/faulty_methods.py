@@ -20,11 +20,11 @@ from typing import Any
 
 import torch
 
-from debias_bench.data import Batch, DatasetSpec
-from debias_bench.hparams import EngineParams, hparam
-from debias_bench.method import TrainEnv
+from debias_bench.config.hparams import EngineParams, hparam
+from debias_bench.data.contract import Batch, DatasetSpec
 from debias_bench.methods.vanilla import Vanilla
 from debias_bench.registry import METHODS, register_method
+from debias_bench.training.method import TrainEnv
 
 FAULTS = ("none", "shape", "nonfinite", "exit", "interrupt", "os_exit", "sleep")
 

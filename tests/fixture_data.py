@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from debias_bench.cli import main
-from debias_bench.family import DatasetFamily
+from debias_bench.data.family import DatasetFamily
 
 F = TypeVar("F", bound=DatasetFamily)
 

@@ -9,10 +9,10 @@ import pytest
 import torch
 from conftest import assert_close_nested
 
-from debias_bench.config import RunConfig, make_config
-from debias_bench.data import Batch, DatasetSpec
-from debias_bench.engine import DataPlace, Interrupted, train_run
-from debias_bench.store import RunDir, RunStore
+from debias_bench.config.run_config import RunConfig, make_config
+from debias_bench.data.contract import Batch, DatasetSpec
+from debias_bench.runs.store import RunDir, RunStore
+from debias_bench.training.engine import DataPlace, Interrupted, train_run
 
 CPU = torch.device("cpu")
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from debias_bench.config import make_config
-from debias_bench.provenance import config_json
-from debias_bench.states import RunState
-from debias_bench.store import RunDir, RunStore
+from debias_bench.config.run_config import make_config
+from debias_bench.runs.provenance import config_json
+from debias_bench.runs.states import RunState
+from debias_bench.runs.store import RunDir, RunStore
 
 
 def plant(

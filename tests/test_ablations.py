@@ -3,12 +3,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-from debias_bench.ablations import ABLATIONS, ablation_frame, ablation_grids, get_ablation
+from debias_bench.analysis.ablations import ABLATIONS, ablation_frame, ablation_grids, get_ablation
 from debias_bench.cli import main
+from debias_bench.config.grid import Grid, expand
 from debias_bench.errors import UnknownNameError
-from debias_bench.grid import Grid, expand
-from debias_bench.store import RunStore
-from debias_bench.sweep import run_one
+from debias_bench.launchers.run_one import run_one
+from debias_bench.runs.store import RunStore
 
 TINY = {"steps": 4, "eval_every": 4, "batch_size": 32}
 

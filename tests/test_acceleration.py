@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-from debias_bench.acceleration import accelerate, amp_dtype, autocast, full_precision
-from debias_bench.config import make_config
-from debias_bench.engine import train_run
+from debias_bench.config.run_config import make_config
 from debias_bench.errors import ConfigError
-from debias_bench.method import Method
-from debias_bench.store import RunStore
+from debias_bench.runs.store import RunStore
+from debias_bench.training.acceleration import accelerate, amp_dtype, autocast, full_precision
+from debias_bench.training.engine import train_run
+from debias_bench.training.method import Method
 
 CPU = torch.device("cpu")
 TINY = {"steps": 12, "eval_every": 6, "batch_size": 64}

@@ -17,11 +17,11 @@ import pytest
 import torch
 from torch import nn
 
-from debias_bench.backbones import build_backbone, init_head
-from debias_bench.config import resolve_hparams
-from debias_bench.method import TrainEnv
+from debias_bench.config.run_config import resolve_hparams
 from debias_bench.methods.common import make_classifier
 from debias_bench.registry import BACKBONES, DATASETS, METHODS
+from debias_bench.training.backbones import build_backbone, init_head
+from debias_bench.training.method import TrainEnv
 
 CIFAR = DATASETS.get("cifar10c").spec
 CMNIST = DATASETS.get("cmnist").spec

@@ -3,12 +3,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-from debias_bench.cam import class_activation_maps
-from debias_bench.config import make_config
-from debias_bench.engine import restore_method
+from debias_bench.config.run_config import make_config
 from debias_bench.errors import BenchError
-from debias_bench.store import RunStore
-from debias_bench.sweep import run_one
+from debias_bench.launchers.run_one import run_one
+from debias_bench.runs.store import RunStore
+from debias_bench.training.cam import class_activation_maps
+from debias_bench.training.engine import restore_method
 
 CONV = {"steps": 8, "eval_every": 8, "batch_size": 32, "backbone": "resnet20"}
 

@@ -22,16 +22,16 @@ from pathlib import Path
 import pytest
 from conftest import REPO, run_bench
 
-from debias_bench.provenance import code_modules, normalized_code
-from debias_bench.store import RunStore
+from debias_bench.runs.provenance import code_modules, normalized_code
+from debias_bench.runs.store import RunStore
 
 PLUGIN = """
 from pathlib import Path
 
 import torch
 
-from debias_bench.data import DatasetSpec, Split, Splits
-from debias_bench.family import DatasetFamily
+from debias_bench.data.contract import DatasetSpec, Split, Splits
+from debias_bench.data.family import DatasetFamily
 from debias_bench.methods.vanilla import Vanilla
 from debias_bench.registry import DATASETS, register_method
 
@@ -116,7 +116,7 @@ def _annotated(source: str) -> str:
         "\nfrom pathlib import Path\n",
         "\nfrom __future__ import annotations\n\nfrom pathlib import Path\n"
         "from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n"
-        "    from debias_bench.data import Batch\n",
+        "    from debias_bench.data.contract import Batch\n",
     )
     source = source.replace("def update(self, batch):", "def update(self, batch: Batch) -> dict:")
     source = source.replace("def split(n, seed, name):", "def split(n: int, seed: int, name: str):")
@@ -300,7 +300,7 @@ def test_a_result_without_a_code_identity_is_stale_and_retrained(tmp_path, helpe
 # ------------------------------------------------------------------ built-in shared modules
 #: prints the code hash of every built-in method on Colored MNIST, as JSON
 HASHES = (
-    "import json, debias_bench.methods as m; from debias_bench.provenance import code_hash;"
+    "import json, debias_bench.methods as m; from debias_bench.runs.provenance import code_hash;"
     "from debias_bench.registry import METHODS;"
     "print(json.dumps({'package': m.__file__,"
     " 'hashes': {name: code_hash(name, 'cmnist') for name in METHODS.names()}}))"

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from debias_bench.config import make_config, parse_overrides, resolve_hparams
+from debias_bench.config.run_config import make_config, parse_overrides, resolve_hparams
 from debias_bench.errors import ConfigError, UnknownNameError
 
 
@@ -73,7 +73,7 @@ def test_run_id_is_a_stable_hash_of_the_resolved_config():
 
 
 def test_per_ratio_and_per_preset_layers(monkeypatch):
-    import debias_bench.config as config
+    import debias_bench.config.run_config as config
 
     doc = {
         "defaults": {"lr": 1.0, "eval_every": 100},

@@ -23,9 +23,9 @@ import pytest
 from fixture_data import FixtureData
 
 from debias_bench.cli import main
+from debias_bench.data.integrity import VERIFIED_CACHE, BadDataError
 from debias_bench.datasets.cmnist import ColoredMNIST
-from debias_bench.integrity import VERIFIED_CACHE, BadDataError
-from debias_bench.store import RunStore
+from debias_bench.runs.store import RunStore
 
 # ------------------------------------------------------------------ 1: labels out of range
 PLUGIN = textwrap.dedent(
@@ -35,8 +35,8 @@ PLUGIN = textwrap.dedent(
 
     import torch
 
-    from debias_bench.data import DatasetSpec, Split, Splits
-    from debias_bench.family import DatasetFamily
+    from debias_bench.data.contract import DatasetSpec, Split, Splits
+    from debias_bench.data.family import DatasetFamily
     from debias_bench.registry import register_dataset
 
     BAD_SPLIT, BAD_FIELD = os.environ["BAD_SPLIT"], os.environ["BAD_FIELD"]
@@ -225,7 +225,7 @@ def test_a_changed_prepared_file_is_refused_up_front_and_the_fix_lets_the_same_r
 def test_the_up_front_check_costs_a_stat_per_file_while_the_stamps_hold(roots, monkeypatch):
     """Its stamps are written by the build (which hashed every file): no hashing up front,
     and a store without stamps (prepared by an older bench) is hashed once, then stamped."""
-    from debias_bench import integrity
+    from debias_bench.data import integrity
 
     family = roots.family()
     calls: list[Path] = []

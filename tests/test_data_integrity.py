@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from fixture_data import FixtureData
 
-from debias_bench import integrity
+from debias_bench.data import integrity
 from debias_bench.datasets.bar import BAR
 from debias_bench.datasets.cmnist import ColoredMNIST
 from debias_bench.errors import CorruptDataError

@@ -8,8 +8,8 @@ import json
 import pytest
 
 from debias_bench.cli import main
-from debias_bench.config import PRESETS, preset_data_options
-from debias_bench.data_options import (
+from debias_bench.config.run_config import PRESETS, preset_data_options
+from debias_bench.data.options import (
     DataOption,
     check_data_options,
     data_options_by_dataset,

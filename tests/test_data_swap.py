@@ -20,11 +20,11 @@ import sys
 import pytest
 from fixture_data import FixtureData
 
-from debias_bench import folder_swap, split_store
 from debias_bench.cli import main
+from debias_bench.data import folder_swap, split_store
+from debias_bench.data.family import leftovers
 from debias_bench.datasets.cmnist import ColoredMNIST
 from debias_bench.errors import CorruptDataError
-from debias_bench.family import leftovers
 
 
 class Killed(BaseException):

@@ -14,20 +14,20 @@ from typing import ClassVar
 
 import pytest
 
+from debias_bench.analysis.tuning import valid_split_note
 from debias_bench.cli import main
-from debias_bench.config import make_config, preset_data_options
-from debias_bench.dataset_facts import (
+from debias_bench.config.run_config import make_config, preset_data_options
+from debias_bench.data.facts import (
     class_preset,
     off_recipe_data_options,
     train_size,
     valid_split,
 )
+from debias_bench.data.family import PresetValues
 from debias_bench.datasets.cmnist import ColoredMNIST
-from debias_bench.family import PresetValues
 from debias_bench.launchers import plugins
-from debias_bench.projection import run_steps
+from debias_bench.perf.projection import run_steps
 from debias_bench.registry import DATASETS
-from debias_bench.tune import valid_split_note
 
 #: The README's Colored Fashion-MNIST, reduced to what matters here: a subclass of
 #: ColourBiasedDigits (not of ColoredMNIST) that follows Colored MNIST's recipe.
@@ -35,7 +35,7 @@ DIGITS = """
 import dataclasses
 
 from debias_bench.datasets.cmnist import ColoredMNIST, ColourBiasedDigits
-from debias_bench.family import PresetValues
+from debias_bench.data.family import PresetValues
 from debias_bench.registry import register_dataset
 
 
@@ -47,8 +47,8 @@ class Digits(ColourBiasedDigits):
 
 #: A family of its own (no base class in common with the recipe's but DatasetFamily).
 OWN_FAMILY = """
-from debias_bench.data import DatasetSpec
-from debias_bench.family import DatasetFamily
+from debias_bench.data.contract import DatasetSpec
+from debias_bench.data.family import DatasetFamily
 from debias_bench.registry import register_dataset
 
 

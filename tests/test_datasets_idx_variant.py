@@ -9,11 +9,11 @@ import json
 import numpy as np
 import pytest
 
-from debias_bench.data import DatasetSpec
+from debias_bench.data.contract import DatasetSpec
+from debias_bench.data.family import build_lock
 from debias_bench.datasets.cmnist import ColourBiasedDigits
 from debias_bench.datasets.mnist_raw import IdxSource, write_idx
 from debias_bench.errors import DataNotFoundError
-from debias_bench.family import build_lock
 from debias_bench.registry import DATASETS, register_dataset
 
 FILES = {

@@ -6,14 +6,14 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from debias_bench.data import (
+from debias_bench.data.contract import (
     DatasetSpec,
     Split,
     TrainStream,
     epoch_generator,
     random_crop_flip,
 )
-from debias_bench.family import load_split, save_split
+from debias_bench.data.family import load_split, save_split
 
 
 def test_batch_crop_flip_matches_a_per_sample_crop():
@@ -68,7 +68,7 @@ def test_memmap_and_in_memory_splits_give_identical_batches(tmp_path):
 
 
 def test_uint8_crop_pads_black_and_leaves_the_input_alone():
-    from debias_bench.data import crop_flip_nhwc
+    from debias_bench.data.contract import crop_flip_nhwc
 
     images = torch.full((32, 6, 6, 3), 255, dtype=torch.uint8)
     before = images.clone()

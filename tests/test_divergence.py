@@ -11,8 +11,8 @@ import json
 import pytest
 
 from debias_bench.cli import main
-from debias_bench.engine import _finite
-from debias_bench.store import RunStore
+from debias_bench.runs.store import RunStore
+from debias_bench.training.engine import _finite
 
 pytestmark = pytest.mark.realdata
 

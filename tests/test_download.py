@@ -19,11 +19,11 @@ from pathlib import Path
 import pytest
 
 from debias_bench.cli import main
+from debias_bench.data.download import Download, RemoteFile, fetch, unpack
 from debias_bench.datasets import bffhq as bffhq_module
 from debias_bench.datasets import cifar10_raw
 from debias_bench.datasets.cifar10c import CorruptedCIFAR10
 from debias_bench.datasets.cmnist import ColoredMNIST
-from debias_bench.download import Download, RemoteFile, fetch, unpack
 from debias_bench.errors import BenchError, CorruptDataError, DataNotFoundError
 
 

@@ -10,9 +10,8 @@ import torch
 import torch.nn.functional as F
 from methods_helpers import toy_batch
 
-from debias_bench.config import method_yaml, resolve_hparams
-from debias_bench.data import Batch
-from debias_bench.method import TrainEnv
+from debias_bench.config.run_config import method_yaml, resolve_hparams
+from debias_bench.data.contract import Batch
 from debias_bench.methods.contrastive import (
     contradicting_partners,
     gsc_loss,
@@ -23,6 +22,7 @@ from debias_bench.methods.end import end_regularisers
 from debias_bench.methods.sd import ShortcutDebias
 from debias_bench.methods.selecmix import SelecMix, mini_batches
 from debias_bench.registry import DATASETS, METHODS
+from debias_bench.training.method import TrainEnv
 
 # ----------------------------------------------------------------------------------- EnD
 # Five unit features in 2-D, with (label, bias):

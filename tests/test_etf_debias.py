@@ -7,10 +7,10 @@ import torch
 import torch.nn.functional as F
 from methods_helpers import toy_batch
 
-from debias_bench.config import resolve_hparams
-from debias_bench.method import TrainEnv
+from debias_bench.config.run_config import resolve_hparams
 from debias_bench.methods.etf_debias import ETFDebias, random_primes, simplex_etf
 from debias_bench.registry import DATASETS
+from debias_bench.training.method import TrainEnv
 
 
 @pytest.mark.parametrize(("dim", "k"), [(100, 10), (64, 10), (64, 2), (512, 6)])

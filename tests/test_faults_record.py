@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 from test_launch_local import bench_args
 
-from debias_bench.states import RunState
-from debias_bench.store import RunDir, RunStore
-from debias_bench.sweep import ExitCalled, exits_raise
+from debias_bench.launchers.run_one import ExitCalled, exits_raise
+from debias_bench.runs.states import RunState
+from debias_bench.runs.store import RunDir, RunStore
 
 LAUNCHERS = {
     "inline": ["--launcher", "inline"],

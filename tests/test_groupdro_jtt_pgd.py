@@ -12,10 +12,8 @@ from conftest import assert_close_nested
 from methods_helpers import CPU, assert_resumes_to_whole, toy_batch, whole_and_stopped
 from torch import nn
 
-from debias_bench.backbones import Backbone
-from debias_bench.config import make_config, method_yaml, resolve_hparams
-from debias_bench.data import Split, to_float
-from debias_bench.method import TrainEnv
+from debias_bench.config.run_config import make_config, method_yaml, resolve_hparams
+from debias_bench.data.contract import Split, to_float
 from debias_bench.methods import jtt as jtt_module
 from debias_bench.methods import pgd as pgd_module
 from debias_bench.methods.biased import stage_steps
@@ -31,6 +29,8 @@ from debias_bench.methods.losses import generalized_ce
 from debias_bench.methods.pgd import PGD, last_layer_grad_norms, sampling_scores
 from debias_bench.methods.state import SampleWeights
 from debias_bench.registry import DATASETS, METHODS
+from debias_bench.training.backbones import Backbone
+from debias_bench.training.method import TrainEnv
 
 TRAIN_SIZE = 512  # the toy dataset's training split
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from debias_bench.config import make_config
-from debias_bench.engine import DataPlace, train_run
-from debias_bench.store import RunStore
+from debias_bench.config.run_config import make_config
+from debias_bench.runs.store import RunStore
+from debias_bench.training.engine import DataPlace, train_run
 
 pytestmark = pytest.mark.realdata
 

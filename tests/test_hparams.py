@@ -7,10 +7,8 @@ import dataclasses
 import pytest
 
 from debias_bench.cli import main
-from debias_bench.config import make_config, resolve_layers
-from debias_bench.errors import ConfigError
-from debias_bench.grid import Grid, expand
-from debias_bench.hparams import (
+from debias_bench.config.grid import Grid, expand
+from debias_bench.config.hparams import (
     ENGINE_HPARAMS,
     REQUIRED,
     EngineParams,
@@ -19,6 +17,8 @@ from debias_bench.hparams import (
     hparam,
     timing_values,
 )
+from debias_bench.config.run_config import make_config, resolve_layers
+from debias_bench.errors import ConfigError
 from debias_bench.methods.vanilla import Vanilla
 from debias_bench.registry import DATASETS, METHODS
 

@@ -16,11 +16,11 @@ import pytest
 import yaml
 from planted import finish, plant
 
+from debias_bench.analysis.regression import load_baseline
+from debias_bench.analysis.tuning import TunedCell, TunedFile, write_tuned
 from debias_bench.cli import main
-from debias_bench.hparams import ENGINE_HPARAMS, MAX_BATCH, MAX_EPOCHS
-from debias_bench.regress import load_baseline
-from debias_bench.store import RunStore
-from debias_bench.tune import TunedCell, TunedFile, write_tuned
+from debias_bench.config.hparams import ENGINE_HPARAMS, MAX_BATCH, MAX_EPOCHS
+from debias_bench.runs.store import RunStore
 
 REPO = Path(__file__).resolve().parents[1]
 TOY = ["--methods", "vanilla", "--datasets", "toy", "--ratios", "5", "--device", "cpu"]

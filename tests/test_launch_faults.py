@@ -19,8 +19,8 @@ import pytest
 from conftest import bench_env
 from test_launch_local import _wait_for, bench_args
 
-from debias_bench.launchers.plugins import import_plugins
-from debias_bench.store import RunDir, RunStore
+from debias_bench.plugins.loading import import_plugins
+from debias_bench.runs.store import RunDir, RunStore
 
 pytestmark = pytest.mark.slow
 SLOW = "0.1"  # seconds per training batch of the slow scripted run

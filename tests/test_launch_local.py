@@ -25,10 +25,10 @@ from conftest import ToyFamily, bench_env, make_toy_split
 from planted import finish_running, plant
 
 from debias_bench.commands.status import collect
-from debias_bench.data import Split, Splits
+from debias_bench.data.contract import Split, Splits
 from debias_bench.registry import DATASETS
-from debias_bench.states import RunState
-from debias_bench.store import RunDir, RunStore
+from debias_bench.runs.states import RunState
+from debias_bench.runs.store import RunDir, RunStore
 
 TESTS = Path(__file__).resolve().parent
 #: ratio -> what the run does at its 5th training batch (slow: sleeps before every batch)
@@ -282,7 +282,7 @@ def test_stop_or_kill_a_sweep_then_resume(tmp_path, in_process, how):
 
 def test_run_status_json_is_never_torn(tmp_path):
     """A reader polling status.json while the heartbeat thread and the run write it."""
-    from debias_bench.heartbeat import Heartbeat
+    from debias_bench.runs.heartbeat import Heartbeat
 
     run_dir = plant(RunStore(tmp_path), "vanilla", "toy", 5.0, 0)
     run_dir.transition(RunState.RUNNING)

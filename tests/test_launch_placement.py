@@ -11,7 +11,7 @@ from typing import ClassVar
 import pytest
 from planted import finish_running
 
-from debias_bench.config import make_config
+from debias_bench.config.run_config import make_config
 from debias_bench.errors import ConfigError
 from debias_bench.launchers import local as local_module
 from debias_bench.launchers.factories import LaunchContext
@@ -24,9 +24,9 @@ from debias_bench.launchers.slots import (
     user_threads,
     visible_gpus,
 )
-from debias_bench.provenance import config_json
-from debias_bench.states import RunState
-from debias_bench.store import RunStore
+from debias_bench.runs.provenance import config_json
+from debias_bench.runs.states import RunState
+from debias_bench.runs.store import RunStore
 
 
 def test_visible_gpus_follow_cuda_visible_devices():

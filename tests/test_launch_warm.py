@@ -15,18 +15,18 @@ import pytest
 import torch
 from test_plugins_path import PLUGIN, local_sweep
 
-from debias_bench.config import make_config
-from debias_bench.engine import train_run
+from debias_bench.config.run_config import make_config
 from debias_bench.launchers import LiveSummary, schedule
 from debias_bench.launchers import forkserver as warm
 from debias_bench.launchers.factories import LaunchContext
 from debias_bench.launchers.job import WorkerJob
 from debias_bench.launchers.local import LocalLauncher
-from debias_bench.launchers.plugins import plugins_for
 from debias_bench.launchers.process import WorkerProcess
 from debias_bench.launchers.slots import plan_slots
 from debias_bench.launchers.worker import end_children
-from debias_bench.store import RunStore
+from debias_bench.plugins.loading import plugins_for
+from debias_bench.runs.store import RunStore
+from debias_bench.training.engine import train_run
 
 TINY = {"steps": 12, "eval_every": 6, "batch_size": 64, "num_threads": 1}
 

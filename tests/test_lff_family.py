@@ -12,9 +12,8 @@ from conftest import assert_close_nested
 from methods_helpers import CPU, assert_resumes_to_whole, toy_batch, whole_and_stopped
 from torch import nn
 
-from debias_bench.config import make_config, method_yaml, resolve_hparams
-from debias_bench.data import Batch
-from debias_bench.method import TrainEnv
+from debias_bench.config.run_config import make_config, method_yaml, resolve_hparams
+from debias_bench.data.contract import Batch
 from debias_bench.methods.biased import CommitteeConfig, agreement_mask, train_member
 from debias_bench.methods.disent import Branch, DisEnt, disentangled_logits
 from debias_bench.methods.ema import SampleLossEMA, relative_difficulty
@@ -22,6 +21,7 @@ from debias_bench.methods.lff import LfF
 from debias_bench.methods.lff_be import LfFBE
 from debias_bench.methods.losses import generalized_ce
 from debias_bench.registry import DATASETS, METHODS
+from debias_bench.training.method import TrainEnv
 
 
 # ----------------------------------------------------------------------------- GCE

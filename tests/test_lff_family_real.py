@@ -22,7 +22,7 @@ from __future__ import annotations
 import pytest
 from methods_helpers import real_cmnist_run
 
-from debias_bench.engine import DataPlace
+from debias_bench.training.engine import DataPlace
 
 pytestmark = pytest.mark.realdata
 

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from debias_bench.methods.etf_debias import simplex_etf
-from debias_bench.nc import neural_collapse, neural_collapse_by_alignment
+from debias_bench.training.nc import neural_collapse, neural_collapse_by_alignment
 
 
 def _numpy_nc(feats, labels, w):
@@ -66,9 +66,9 @@ def test_split_by_alignment_uses_the_present_classes():
 
 
 def test_tracked_during_training_and_stored_in_metrics(tmp_path, toy_place):
-    from debias_bench.config import make_config
-    from debias_bench.engine import train_run
-    from debias_bench.store import RunStore
+    from debias_bench.config.run_config import make_config
+    from debias_bench.runs.store import RunStore
+    from debias_bench.training.engine import train_run
 
     config = make_config(
         "etf_debias",
@@ -89,9 +89,9 @@ def test_tracked_during_training_and_stored_in_metrics(tmp_path, toy_place):
 
 def test_analyze_nc_plots_figure_two(tmp_path, toy_place):
     from debias_bench.cli import main
-    from debias_bench.config import make_config
-    from debias_bench.engine import train_run
-    from debias_bench.store import RunStore
+    from debias_bench.config.run_config import make_config
+    from debias_bench.runs.store import RunStore
+    from debias_bench.training.engine import train_run
 
     store = RunStore(tmp_path / "runs")
     for method in ("vanilla", "etf_debias"):

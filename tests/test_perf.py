@@ -19,13 +19,12 @@ import torch
 import torch.nn.functional as F
 from conftest import make_toy_split
 
-from debias_bench import perf
 from debias_bench.cli import main
-from debias_bench.data import to_float
-from debias_bench.method import HParams
+from debias_bench.data.contract import to_float
 from debias_bench.methods.common import make_classifier
-from debias_bench.optim import make_optimizer
-from debias_bench.perf import (
+from debias_bench.perf import speed as perf
+from debias_bench.perf.projection import project, run_steps
+from debias_bench.perf.speed import (
     BARE,
     Cell,
     StepTimer,
@@ -37,8 +36,9 @@ from debias_bench.perf import (
     run_cell_subprocess,
     run_cell_warm,
 )
-from debias_bench.projection import project, run_steps
 from debias_bench.registry import DATASETS
+from debias_bench.training.method import HParams
+from debias_bench.training.optim import make_optimizer
 
 TINY = {"steps": 2, "warmup": 1, "threads": 1}
 CPU = torch.device("cpu")

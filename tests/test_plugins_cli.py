@@ -11,7 +11,7 @@ import pytest
 
 from debias_bench.cli import main
 from debias_bench.launchers import LAUNCHERS
-from debias_bench.launchers.plugins import import_plugin
+from debias_bench.plugins.loading import import_plugin
 from debias_bench.registry import METHODS
 from debias_bench.reporting import TABLES
 

@@ -14,19 +14,19 @@ import pytest
 from conftest import run_bench
 
 from debias_bench.cli import main
-from debias_bench.config import RunConfig
+from debias_bench.config.run_config import RunConfig
 from debias_bench.errors import ConfigError
 from debias_bench.launchers import plugins
 from debias_bench.launchers.forkserver import START_ENV
-from debias_bench.store import RunDir, RunStore
+from debias_bench.runs.store import RunDir, RunStore
 
 PLUGIN = textwrap.dedent(
     '''
     """A dataset plugin that lives outside the repository and off sys.path."""
     import torch
 
-    from debias_bench.data import DatasetSpec, Split, Splits
-    from debias_bench.family import DataOption, DatasetFamily
+    from debias_bench.data.contract import DatasetSpec, Split, Splits
+    from debias_bench.data.family import DataOption, DatasetFamily
     from debias_bench.registry import register_dataset
 
 
@@ -90,7 +90,7 @@ def test_a_worker_process_imports_a_path_plugin(plugin_file, tmp_path):
     entries, paths = plugins.plugins_for([RunConfig("vanilla", "path_plugin_ds", 5.0, 0)])
     code = (
         "import json, sys\n"
-        "from debias_bench.launchers.plugins import import_plugins\n"
+        "from debias_bench.plugins.loading import import_plugins\n"
         "from debias_bench.registry import DATASETS\n"
         "import_plugins(json.loads(sys.argv[1]), json.loads(sys.argv[2]))\n"
         "print(DATASETS.entry('path_plugin_ds').meta['kind'])\n"

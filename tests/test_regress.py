@@ -12,13 +12,13 @@ import pytest
 import torch
 from planted import finish, plant
 
+from debias_bench.analysis.regression import compare, load_baseline, record, sweep_cells
 from debias_bench.cli import main
-from debias_bench.config import make_config
-from debias_bench.engine import DataPlace, load_data, train_run
+from debias_bench.config.run_config import make_config
 from debias_bench.errors import BenchError
-from debias_bench.provenance import config_json
-from debias_bench.regress import compare, load_baseline, record, sweep_cells
-from debias_bench.store import RunStore
+from debias_bench.runs.provenance import config_json
+from debias_bench.runs.store import RunStore
+from debias_bench.training.engine import DataPlace, load_data, train_run
 
 REPO = Path(__file__).resolve().parents[1]
 TOY_GRID = ["--methods", "vanilla,etf_debias", "--datasets", "toy", "--ratios", "20"]
@@ -262,7 +262,7 @@ def test_ci_preset_reads_small_fixed_subsets(raw_root, data_root):
 def test_resized_reads_keep_labels_and_scale_the_crop(raw_root, data_root):
     config = make_config("vanilla", "cifar10c", 5, 0, preset="ci")
     assert config.data_options == {} and config.hparams["image_size"] == 16
-    from debias_bench.grid import Grid, expand
+    from debias_bench.config.grid import Grid, expand
 
     (ci_config,), _ = expand(Grid(["vanilla"], ["cifar10c"], [5.0], [0], preset="ci"))
     assert ci_config.data_options["limit"] == 100  # the preset's small build

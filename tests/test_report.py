@@ -18,7 +18,7 @@ import pandas as pd
 import pytest
 from planted import plant
 
-from debias_bench.config import make_config
+from debias_bench.config.run_config import make_config
 from debias_bench.errors import ConfigError, UnknownNameError
 from debias_bench.reporting import (
     ReportOptions,
@@ -31,8 +31,8 @@ from debias_bench.reporting import (
 from debias_bench.reporting.catalog import TABLES, table_names
 from debias_bench.reporting.layout import parse_layout, reference_layout
 from debias_bench.reporting.records import COLUMNS
-from debias_bench.states import RunState
-from debias_bench.store import RunDir, RunStore
+from debias_bench.runs.states import RunState
+from debias_bench.runs.store import RunDir, RunStore
 
 GOLDEN = Path(__file__).parent / "golden"
 #: BAR's actions in the column order of the paper's Tables D.1 and D.2

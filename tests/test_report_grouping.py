@@ -14,13 +14,13 @@ from typing import Any
 import pytest
 
 from debias_bench.cli import main
-from debias_bench.config import make_config
+from debias_bench.config.run_config import make_config
 from debias_bench.errors import ConfigError
-from debias_bench.provenance import config_json
 from debias_bench.reporting import build_tables, load_records
 from debias_bench.reporting.grouping import apply_where, parse_where
-from debias_bench.states import RunState
-from debias_bench.store import RunStore
+from debias_bench.runs.provenance import config_json
+from debias_bench.runs.states import RunState
+from debias_bench.runs.store import RunStore
 
 
 def write(

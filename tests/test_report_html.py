@@ -24,7 +24,7 @@ from test_report import fixed_store, write_run
 
 from debias_bench.cli import main
 from debias_bench.reporting import build_tables, load_records, render
-from debias_bench.store import RunStore
+from debias_bench.runs.store import RunStore
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 FAILURE = re.compile(

@@ -15,9 +15,8 @@ import pandas as pd
 import pytest
 
 from debias_bench.cli import main
-from debias_bench.config import make_config
+from debias_bench.config.run_config import make_config
 from debias_bench.errors import ConfigError
-from debias_bench.provenance import config_json, git_commit
 from debias_bench.reporting.paper import PaperNumbers
 from debias_bench.reproduction.compare import (
     UNEXPLAINED,
@@ -40,8 +39,9 @@ from debias_bench.reproduction.render import (
     render_variants,
     tail_note,
 )
-from debias_bench.states import RunState
-from debias_bench.store import RunDir, RunStore
+from debias_bench.runs.provenance import config_json, git_commit
+from debias_bench.runs.states import RunState
+from debias_bench.runs.store import RunDir, RunStore
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from debias_bench.config import PRESETS, PROTOCOLS, make_config
+from debias_bench.config.run_config import PRESETS, PROTOCOLS, make_config
 from debias_bench.errors import BenchError
 from debias_bench.registry import DATASETS, METHODS
 

@@ -1,12 +1,12 @@
 """Step counts declared ``run_share=True`` keep their share of a run that a preset, ``--epochs``
-or ``--set steps=`` shortens (debias_bench.run_length)."""
+or ``--set steps=`` shortens (debias_bench.config.run_length)."""
 
 from __future__ import annotations
 
 import pytest
 
-from debias_bench import run_length
-from debias_bench.config import resolve_layers
+from debias_bench.config import run_length
+from debias_bench.config.run_config import resolve_layers
 from debias_bench.errors import ConfigError
 
 

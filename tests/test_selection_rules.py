@@ -7,12 +7,12 @@ from __future__ import annotations
 import torch
 from conftest import make_toy_split
 
-from debias_bench.config import make_config
-from debias_bench.engine import train_run
-from debias_bench.iid import MIN_ALIGNED, iid_valid
-from debias_bench.metrics import accuracy_metrics
-from debias_bench.selection import SELECTED_BY
-from debias_bench.store import RunStore
+from debias_bench.config.run_config import make_config
+from debias_bench.config.selection import SELECTED_BY
+from debias_bench.data.iid import MIN_ALIGNED, iid_valid
+from debias_bench.runs.store import RunStore
+from debias_bench.training.engine import train_run
+from debias_bench.training.metrics import accuracy_metrics
 
 
 def test_iid_split_keeps_every_aligned_image_and_the_training_ratio_of_conflicting_ones():

@@ -24,11 +24,11 @@ import torch
 from conftest import assert_close_nested, run_bench
 
 from debias_bench.cli import main
-from debias_bench.config import make_config
-from debias_bench.engine import Interrupted, train_run
-from debias_bench.states import FailReason, RunState
-from debias_bench.store import RunStore
-from debias_bench.sweep import run_one
+from debias_bench.config.run_config import make_config
+from debias_bench.launchers.run_one import run_one
+from debias_bench.runs.states import FailReason, RunState
+from debias_bench.runs.store import RunStore
+from debias_bench.training.engine import Interrupted, train_run
 
 CI_GRID = [
     "--methods", "vanilla", "--datasets", "cmnist", "--ratios", "5", "--seeds", "0,1,2",
@@ -295,7 +295,7 @@ def test_retry_after_deleting_the_checkpoint_does_not_duplicate_records(
     if how == "interrupted":
         run = _interrupted_at(store, config, toy_place, 16)
     else:  # a crash right after the evaluation at step 16
-        from debias_bench.store import RunDir
+        from debias_bench.runs.store import RunDir
 
         append = RunDir.append_metrics
 
@@ -323,7 +323,7 @@ def test_retry_after_deleting_the_checkpoint_does_not_duplicate_records(
 def _full_disk(monkeypatch, where: str, only: str = "") -> list[str]:
     """Make every store write under ``where`` (whose file name contains ``only``) fail with
     ENOSPC at its fsync, as a full disk does; returns the paths that failed."""
-    import debias_bench.store as store_module
+    import debias_bench.runs.store as store_module
 
     failed: list[str] = []
     real_fsync = os.fsync

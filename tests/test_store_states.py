@@ -11,8 +11,8 @@ from planted import finish, plant
 
 from debias_bench.cli import main
 from debias_bench.errors import CorruptDataError
-from debias_bench.jsonio import write_atomic
-from debias_bench.states import (
+from debias_bench.runs.jsonio import write_atomic
+from debias_bench.runs.states import (
     STALE_AFTER_S,
     SUCCESS,
     Facts,
@@ -25,7 +25,7 @@ from debias_bench.states import (
     effective_state,
     failure_reason,
 )
-from debias_bench.store import RunStore
+from debias_bench.runs.store import RunStore
 
 S = RunState
 
@@ -110,7 +110,7 @@ def test_classify_names_the_reason_path_and_errno():
 
 
 def test_a_failed_write_names_the_file_and_leaves_no_temporary(tmp_path, monkeypatch):
-    import debias_bench.store as store
+    import debias_bench.runs.store as store
 
     def full(fd):
         raise OSError(errno.ENOSPC, "No space left on device")

@@ -11,11 +11,11 @@ import io
 from planted import plant
 
 from debias_bench.commands.run import ran_line, short_note, summary
-from debias_bench.config import make_config
+from debias_bench.config.run_config import make_config
+from debias_bench.launchers.run_one import Outcome
 from debias_bench.launchers.scheduler import Ended, Launcher, LiveSummary, Task, schedule
-from debias_bench.states import RunState
-from debias_bench.store import RunStore
-from debias_bench.sweep import Outcome
+from debias_bench.runs.states import RunState
+from debias_bench.runs.store import RunStore
 
 
 class _FailsThenReleases(Launcher):

@@ -17,8 +17,8 @@ import pytest
 from conftest import bench_env
 from test_launch_local import _wait_for, bench_args
 
-from debias_bench.states import RunState
-from debias_bench.store import RunDir, RunStore
+from debias_bench.runs.states import RunState
+from debias_bench.runs.store import RunDir, RunStore
 from debias_bench.tracking import TRACKERS, TrackedRun, Tracker
 
 mlflow = pytest.importorskip("mlflow", reason="MLflow is not installed: pip install -e '.[track]'")
@@ -331,7 +331,7 @@ def test_wandb_offline_run_folder(tmp_path, in_process, monkeypatch):
 
 def test_track_cost_is_the_median_paired_throughput_ratio():
     """bench perf --track-overhead: one minus the median of tracked/untracked steps/s."""
-    from debias_bench.tracking.cost import TrackCost
+    from debias_bench.perf.tracking_cost import TrackCost
 
     cost = TrackCost("mlflow", plain=[100.0, 50.0, 80.0], tracked=[99.0, 40.0, 79.2])
     cost.inside = [(0.2, 10.0), (0.3, 12.0), (0.1, 9.0)]

@@ -10,20 +10,8 @@ import yaml
 from conftest import run_bench
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 
-from debias_bench import tune as tuning
-from debias_bench.cli import build_parser, main
-from debias_bench.commands.tune import plan_cells, score_cell
-from debias_bench.config import make_config
-from debias_bench.errors import ConfigError
-from debias_bench.hparams import HParam
-from debias_bench.provenance import config_json
-from debias_bench.registry import DATASETS, METHODS
-from debias_bench.reporting import load_records
-from debias_bench.reporting.tuned import TunedView, split_tuned, tuned_table
-from debias_bench.search import Around
-from debias_bench.states import FailReason, RunState
-from debias_bench.store import RunStore
-from debias_bench.tune import (
+from debias_bench.analysis import tuning
+from debias_bench.analysis.tuning import (
     CellSearch,
     TunedCell,
     TunedFile,
@@ -33,6 +21,18 @@ from debias_bench.tune import (
     search_space,
     write_tuned,
 )
+from debias_bench.analysis.tuning_report import TunedView, split_tuned, tuned_table
+from debias_bench.cli import build_parser, main
+from debias_bench.commands.tune import plan_cells, score_cell
+from debias_bench.config.hparams import HParam
+from debias_bench.config.run_config import make_config
+from debias_bench.config.search import Around
+from debias_bench.errors import ConfigError
+from debias_bench.registry import DATASETS, METHODS
+from debias_bench.reporting import load_records
+from debias_bench.runs.provenance import config_json
+from debias_bench.runs.states import FailReason, RunState
+from debias_bench.runs.store import RunStore
 
 SPACE = {
     "lr": FloatDistribution(1e-4, 1e-2, log=True),
@@ -158,10 +158,10 @@ def test_around_is_relative_and_needs_a_positive_value():
 PLUGIN = """
 from dataclasses import dataclass
 
-from debias_bench.hparams import EngineParams, hparam
+from debias_bench.config.hparams import EngineParams, hparam
 from debias_bench.methods.vanilla import Vanilla
 from debias_bench.registry import register_method
-from debias_bench.search import IntRange
+from debias_bench.config.search import IntRange
 
 
 @dataclass(frozen=True)

@@ -14,10 +14,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from debias_bench.ablations import ABLATIONS, ablation_frame, get_ablation, plot_ablation
+from debias_bench.analysis.ablations import ABLATIONS, ablation_frame, get_ablation, plot_ablation
 from debias_bench.errors import BenchError
-from debias_bench.figures import save_png_pdf
-from debias_bench.store import RunDir, RunStore
+from debias_bench.reporting.figures import save_png_pdf
+from debias_bench.runs.store import RunDir, RunStore
 
 from .common import command_with_verbs
 
@@ -132,8 +132,8 @@ def cmd_ablation(args: argparse.Namespace) -> int:
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
-    from debias_bench.reporting.tuned import plot_tuning
-    from debias_bench.tune import TUNED_FILE, read_tuned
+    from debias_bench.analysis.tuning import TUNED_FILE, read_tuned
+    from debias_bench.analysis.tuning_report import plot_tuning
 
     for path in plot_tuning(read_tuned(Path(args.out) / TUNED_FILE), Path(args.output)):
         print(f"wrote {path}", file=sys.stderr)

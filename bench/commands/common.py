@@ -9,8 +9,8 @@ import signal
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Literal
 
+from debias_bench.config.hparams import ENGINE_HPARAMS, HParam, describe_range, in_range
 from debias_bench.errors import ConfigError
-from debias_bench.hparams import ENGINE_HPARAMS, HParam, describe_range, in_range
 
 
 def floats(text: str) -> list[float]:
@@ -57,9 +57,10 @@ def data_args(p: argparse.ArgumentParser) -> None:
 # Every numeric flag takes its type from here, so a value out of range is one argparse error
 # naming the flag and its range (exit 2, no traceback: ``debias_bench.cli``), before anything
 # is created, also with --dry-run. The range rule is the hyperparameters' own
-# (``debias_bench.hparams.in_range``).
+# (``debias_bench.config.hparams.in_range``).
 
-#: a seed of torch, NumPy and Python's ``random`` alike (``debias_bench.config.SEED_RANGE``)
+#: a seed of torch, NumPy and Python's ``random`` alike
+#: (``debias_bench.config.run_config.SEED_RANGE``)
 MAX_SEED = 2**32 - 1
 #: the longest --timeout anyone means: 30 days
 MAX_SECONDS = 30 * 24 * 3600

@@ -6,16 +6,16 @@ from __future__ import annotations
 import argparse
 import json
 
-from debias_bench.config import (
+from debias_bench.analysis.tuning import search_space, search_specs
+from debias_bench.config.hparams import SPEED_KEYS
+from debias_bench.config.run_config import (
     PRESETS,
     PROTOCOLS,
     parse_overrides,
     preset_data_options,
     resolve_layers,
 )
-from debias_bench.hparams import SPEED_KEYS
 from debias_bench.registry import DATASETS, METHODS
-from debias_bench.tune import search_space, search_specs
 
 
 def _value(value: object) -> str:

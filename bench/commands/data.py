@@ -11,18 +11,18 @@ from typing import TYPE_CHECKING
 from tabulate import tabulate
 
 from debias_bench import paths
-from debias_bench.config import parse_overrides
-from debias_bench.data_options import data_options_by_dataset
+from debias_bench.config.run_config import parse_overrides
+from debias_bench.data.family import build_lock, describe_dataset, fixture_root
+from debias_bench.data.options import data_options_by_dataset
 from debias_bench.errors import BenchError, ConfigError, CorruptDataError
-from debias_bench.family import build_lock, describe_dataset, fixture_root
 from debias_bench.registry import DATASETS
 
 from .common import command_with_verbs, data_args, floats
 
 if TYPE_CHECKING:  # the dataset modules are imported when a command needs them
-    from debias_bench.data import DatasetSpec
+    from debias_bench.data.contract import DatasetSpec
+    from debias_bench.data.family import DatasetFamily
     from debias_bench.datasets.lff_npy import ImportableFamily
-    from debias_bench.family import DatasetFamily
 
 
 def _family(name: str, args: argparse.Namespace, raw_root: Path | None = None) -> DatasetFamily:
@@ -142,7 +142,7 @@ def cmd_fixture(args: argparse.Namespace) -> int:
 
 def cmd_download(args: argparse.Namespace) -> int:
     """Fetch a dataset's public raw sources into the raw root (checksums checked)."""
-    from debias_bench.download import fetch
+    from debias_bench.data.download import fetch
 
     raw = paths.raw_root(args.raw_root)
     failed = []

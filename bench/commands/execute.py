@@ -15,17 +15,17 @@ from typing import Any
 from tqdm import tqdm
 
 from debias_bench import paths
-from debias_bench.config import RunConfig
-from debias_bench.engine import DataPlace, Progress
+from debias_bench.config.run_config import RunConfig
 from debias_bench.errors import ConfigError
 from debias_bench.launchers import Launcher, Sweep, schedule
 from debias_bench.launchers.factories import LAUNCHERS, LaunchContext
+from debias_bench.launchers.preflight import check_data, check_data_root, check_device, check_out
+from debias_bench.launchers.run_one import MAX_ATTEMPTS, plan, record_submission
 from debias_bench.launchers.scheduler import signal_label
-from debias_bench.preflight import check_data, check_data_root, check_device, check_out
-from debias_bench.runprogress import LogLines, eval_text
-from debias_bench.store import RunStore
-from debias_bench.sweep import MAX_ATTEMPTS, plan, record_submission
+from debias_bench.runs.progress import LogLines, eval_text
+from debias_bench.runs.store import RunStore
 from debias_bench.tracking import TRACKERS, parse_specs, prepare_trackers
+from debias_bench.training.engine import DataPlace, Progress
 
 from .common import MAX_GRACE_S, duration, handling, number
 
@@ -135,7 +135,7 @@ def execute(
     """Run ``configs`` into ``store`` through the launcher ``--launcher`` names, with the
     signal handling of ``bench run`` (also ``bench tune``'s); returns the sweep and the
     signal that stopped it, if any."""
-    # nothing is recorded until every check has passed (debias_bench.preflight)
+    # nothing is recorded until every check has passed (debias_bench.launchers.preflight)
     stop: dict[str, Any] = {"signal": None}
     launcher = _prepared_launcher(args, configs, store, lambda: stop["signal"] is not None)
     entry = LAUNCHERS.entry(args.launcher)

@@ -8,8 +8,8 @@ from typing import Any
 
 from tabulate import tabulate
 
-from debias_bench.config import PRESETS
-from debias_bench.dataset_facts import preset_data_options, preset_hparams
+from debias_bench.config.run_config import PRESETS
+from debias_bench.data.facts import preset_data_options, preset_hparams
 from debias_bench.registry import DATASETS, METHODS
 
 
@@ -54,7 +54,7 @@ def list_datasets() -> str:
 
 def list_presets() -> str:
     """Each preset's engine-wide values, then what each dataset adds to it (declared on its
-    family or taken from its recipe: ``debias_bench.dataset_facts``)."""
+    family or taken from its recipe: ``debias_bench.data.facts``)."""
     lines = []
     for name, values in PRESETS.items():
         lines.append(f"{name:8s} {values or '(method defaults: the official configurations)'}")
@@ -87,7 +87,7 @@ def launcher_flags(add_arguments: Callable[[argparse._ArgumentGroup], None]) -> 
 
 def list_launchers() -> str:
     from debias_bench.launchers.factories import LAUNCHERS
-    from debias_bench.launchers.plugins import origin
+    from debias_bench.plugins.loading import origin
 
     rows: list[list[object]] = [
         [
@@ -102,7 +102,7 @@ def list_launchers() -> str:
 
 
 def list_selections() -> str:
-    from debias_bench.selection import REQUIRED_SELECTIONS, SELECTED_BY, SELECTIONS
+    from debias_bench.config.selection import REQUIRED_SELECTIONS, SELECTED_BY, SELECTIONS
 
     rows: list[list[object]] = []
     for name in SELECTIONS:
@@ -113,7 +113,7 @@ def list_selections() -> str:
 
 
 def list_tables() -> str:
-    from debias_bench.launchers.plugins import origin
+    from debias_bench.plugins.loading import origin
     from debias_bench.reporting import TABLES
 
     rows: list[list[object]] = [

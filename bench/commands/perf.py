@@ -2,7 +2,8 @@
 PyTorch loop doing Vanilla's training on the same tensors, and the paper grid's projected time.
 
 How cells are measured (synthetic data, subprocesses, the timed window, the budget) is described
-in ``debias_bench.perf``, the cost model in ``debias_bench.projection``. Here: the plan of cells,
+in ``debias_bench.perf.speed``, the cost model in ``debias_bench.perf.projection``. Here: the plan
+of cells,
 the command and the JSON; the tables are drawn by ``perf_tables``.
 """
 
@@ -22,22 +23,17 @@ from typing import Any
 import torch
 
 from debias_bench import paths
-from debias_bench.config import PROTOCOLS, RunConfig
-from debias_bench.engine import DataPlace, resolve_device
+from debias_bench.config.run_config import PROTOCOLS, RunConfig
 from debias_bench.errors import ConfigError
-from debias_bench.launchers.plugins import plugins_for
-from debias_bench.perf import (
+from debias_bench.perf.projection import PAPER_SEEDS, Projection, project
+from debias_bench.perf.speed import (
     BARE,
     Cell,
     Measurement,
     describe_device,
     run_cell_isolated,
 )
-from debias_bench.projection import PAPER_SEEDS, Projection, project
-from debias_bench.registry import DATASETS, METHODS
-
-from .common import data_args, handling
-from .perf_tables import (
+from debias_bench.perf.tables import (
     TARGET,
     Key,
     harness_vs_bare,
@@ -46,6 +42,11 @@ from .perf_tables import (
     render_table,
     summarise,
 )
+from debias_bench.plugins.loading import plugins_for
+from debias_bench.registry import DATASETS, METHODS
+from debias_bench.training.engine import DataPlace, resolve_device
+
+from .common import data_args, handling
 
 
 def plan_cells(datasets: list[str], methods: list[str], repeats: int, **common: Any) -> list[Cell]:
@@ -156,8 +157,9 @@ def _measurement_place(args: argparse.Namespace, what: str) -> DataPlace:
 
 
 def cmd_launcher_overhead(args: argparse.Namespace) -> int:
-    """``--launcher-overhead``: warm and cold workers' cost per run (``debias_bench.overhead``)."""
-    from debias_bench.overhead import launcher_overhead
+    """``--launcher-overhead``: warm and cold workers' cost per run
+    (``debias_bench.perf.overhead``)."""
+    from debias_bench.perf.overhead import launcher_overhead
 
     place = _measurement_place(
         args, f"{args.runs} tiny Colored MNIST runs through the local launcher (1 worker), "
@@ -170,8 +172,9 @@ def cmd_launcher_overhead(args: argparse.Namespace) -> int:
 
 
 def cmd_track_overhead(args: argparse.Namespace) -> int:
-    """``--track-overhead``: the throughput a tracker costs (``debias_bench.tracking.cost``)."""
-    from debias_bench.tracking.cost import RUN, track_overhead
+    """``--track-overhead``: the throughput a tracker costs
+    (``debias_bench.perf.tracking_cost``)."""
+    from debias_bench.perf.tracking_cost import RUN, track_overhead
 
     place = _measurement_place(
         args, f"{args.runs} pairs of Colored MNIST runs ({RUN['steps']} steps, an evaluation "

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from tabulate import tabulate
 
-from debias_bench.regress import (
+from debias_bench.analysis.regression import (
     DEFAULT_NOISE_Z,
     DEFAULT_TOLERANCE,
     Comparison,

@@ -13,7 +13,9 @@ from pathlib import Path
 import pandas as pd
 
 from debias_bench import paths
-from debias_bench.preflight import check_store
+from debias_bench.analysis.tuning_report import split_tuned, tuned_tables
+from debias_bench.config.selection import SELECTIONS
+from debias_bench.launchers.preflight import check_store
 from debias_bench.reporting import (
     ALL,
     FORMATS,
@@ -28,8 +30,6 @@ from debias_bench.reporting import (
 from debias_bench.reporting.grouping import apply_where, parse_where
 from debias_bench.reporting.layout import reference_layout
 from debias_bench.reporting.paper import DEFAULT_PAPER
-from debias_bench.reporting.tuned import split_tuned, tuned_tables
-from debias_bench.selection import SELECTIONS
 
 
 def options(args: argparse.Namespace) -> ReportOptions:

@@ -34,7 +34,7 @@ from debias_bench.reproduction.render import (
     render_variants,
     tail_note,
 )
-from debias_bench.store import RunStore
+from debias_bench.runs.store import RunStore
 
 from .common import command_with_verbs
 from .report import ReportRequest, report_text

@@ -18,15 +18,15 @@ from typing import Any
 from tabulate import tabulate
 
 from debias_bench import paths
-from debias_bench.ablations import ABLATIONS, ablation_grids, get_ablation
-from debias_bench.config import PRESETS, PROTOCOLS, parse_overrides
-from debias_bench.grid import Grid, expand
-from debias_bench.preflight import check_path, check_seeds, unique
+from debias_bench.analysis.ablations import ABLATIONS, ablation_grids, get_ablation
+from debias_bench.analysis.tuning_report import check_tuned_cells, tuned_values
+from debias_bench.config.grid import Grid, expand
+from debias_bench.config.run_config import PRESETS, PROTOCOLS, parse_overrides
+from debias_bench.launchers.preflight import check_path, check_seeds, unique
+from debias_bench.launchers.run_one import Outcome
 from debias_bench.registry import DATASETS, METHODS
-from debias_bench.reporting.tuned import check_tuned_cells, tuned_values
-from debias_bench.states import SUCCESS, RunState
-from debias_bench.store import RunStore
-from debias_bench.sweep import Outcome
+from debias_bench.runs.states import SUCCESS, RunState
+from debias_bench.runs.store import RunStore
 
 from .common import MAX_SEED, data_args, floats, fmt, hparam_flag, ints, number
 from .execute import execute, execution_args
@@ -117,7 +117,7 @@ def ran_line(outcomes: list[Outcome]) -> str:
 def cmd_run(args: argparse.Namespace) -> int:
     check_path(Path(args.out), "--out")  # --dry-run too: a path no file system takes
     tuned: dict[tuple[str, str, float], dict[str, Any]] = {}
-    if args.hparams:  # checked: types, duplicates, protocol (debias_bench.reporting.tuned)
+    if args.hparams:  # checked: types, duplicates, protocol (debias_bench.analysis.tuning_report)
         tuned, tuned_notes = tuned_values(args.hparams, args.protocol, args.preset)
         for note in tuned_notes:
             print(f"note: {note}", file=sys.stderr)

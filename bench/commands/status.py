@@ -5,7 +5,7 @@ never ``running``; a sweep records its runs as ``pending`` before it starts them
 runs were submitted to SLURM, one ``squeue`` call (``queued`` jobs). A run with an unreadable
 or missing ``config.json``, ``status.json`` or ``result.json`` is ``corrupt``: listed with the
 file and the fix, never in the way of the others. A failed run shows its reason (``diverged``,
-``timed out``, ``disk full``, ...: :class:`~debias_bench.states.FailReason`).
+``timed out``, ``disk full``, ...: :class:`~debias_bench.runs.states.FailReason`).
 """
 
 from __future__ import annotations
@@ -20,11 +20,11 @@ from tabulate import tabulate
 
 from debias_bench import paths
 from debias_bench.errors import CorruptDataError
+from debias_bench.launchers.preflight import check_store
 from debias_bench.launchers.scheduler import summary_line
-from debias_bench.preflight import check_store
-from debias_bench.runprogress import Live, fmt_duration, run_kind, sweep_eta
-from debias_bench.states import COUNTED_AS, RunState, effective_state, failure_reason
-from debias_bench.store import RunDir, RunStore
+from debias_bench.runs.progress import Live, fmt_duration, run_kind, sweep_eta
+from debias_bench.runs.states import COUNTED_AS, RunState, effective_state, failure_reason
+from debias_bench.runs.store import RunDir, RunStore
 
 from .common import fmt
 
@@ -168,7 +168,9 @@ def _failure(r: dict[str, Any]) -> str:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    store = check_store(args.out)  # no store at --out: exit 2 naming it (debias_bench.preflight)
+    store = check_store(
+        args.out
+    )  # no store at --out: exit 2 naming it (debias_bench.launchers.preflight)
     records = collect(store)
     if not records:
         print(f"no runs under {store.root} yet (an empty run store)")

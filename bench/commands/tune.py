@@ -1,7 +1,8 @@
 """`bench tune`: the same search budget for every method, chosen on validation, rerun on new seeds.
 
 Per method x dataset x ratio (a *cell*): ``--trials N`` configurations (trial 0 is the method's
-own; the others are drawn from its ``search:`` space, see :mod:`debias_bench.tune`), each trained
+own; the others are drawn from its ``search:`` space, see :mod:`debias_bench.analysis.tuning`),
+each trained
 on ``--tune-seeds``; the trial with the best validation accuracy wins, and is rerun on
 ``--seeds``, which must differ from the tuning seeds (a winner's own search runs would carry the
 luck that made it win). Trials and reruns are ordinary runs of the run store ``--out``: they go
@@ -21,15 +22,7 @@ from typing import Any
 
 from tabulate import tabulate
 
-from debias_bench.config import RunConfig, parse_overrides
-from debias_bench.errors import ConfigError, CorruptDataError
-from debias_bench.grid import Grid, expand
-from debias_bench.launchers import Sweep
-from debias_bench.registry import DATASETS, METHODS
-from debias_bench.states import SUCCESS, RunState
-from debias_bench.store import RunStore
-from debias_bench.sweep import Outcome
-from debias_bench.tune import (
+from debias_bench.analysis.tuning import (
     TUNE_SELECTIONS,
     TUNED_FILE,
     CellSearch,
@@ -42,6 +35,14 @@ from debias_bench.tune import (
     valid_score,
     write_tuned,
 )
+from debias_bench.config.grid import Grid, expand
+from debias_bench.config.run_config import RunConfig, parse_overrides
+from debias_bench.errors import ConfigError, CorruptDataError
+from debias_bench.launchers import Sweep
+from debias_bench.launchers.run_one import Outcome
+from debias_bench.registry import DATASETS, METHODS
+from debias_bench.runs.states import SUCCESS, RunState
+from debias_bench.runs.store import RunStore
 
 from .common import MAX_SEED, floats, fmt, ints, number
 from .execute import execute, execution_args

@@ -15,12 +15,12 @@ from pathlib import Path
 import torch
 
 from debias_bench import paths
-from debias_bench.cam import class_activation_maps
-from debias_bench.data import Split, to_float
-from debias_bench.engine import DataPlace, resolve_device, restore_method
+from debias_bench.data.contract import Split, to_float
 from debias_bench.errors import BenchError
 from debias_bench.reporting.layout import method_name, reference_layout
-from debias_bench.store import RunDir, RunStore
+from debias_bench.runs.store import RunDir, RunStore
+from debias_bench.training.cam import class_activation_maps
+from debias_bench.training.engine import DataPlace, resolve_device, restore_method
 
 from .common import command_with_verbs, data_args
 

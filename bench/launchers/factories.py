@@ -20,11 +20,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from debias_bench.engine import DataPlace, Progress
+from debias_bench.launchers.run_one import MAX_ATTEMPTS
 from debias_bench.registry import Registry
-from debias_bench.store import RunStore
-from debias_bench.sweep import MAX_ATTEMPTS
+from debias_bench.runs.store import RunStore
 from debias_bench.tracking import TrackSpec
+from debias_bench.training.engine import DataPlace, Progress
 
 from .job import WorkerJob
 from .scheduler import Launcher, Task

@@ -2,7 +2,8 @@
 
 The simplest and cheapest launcher (the dataset is loaded once for consecutive runs); a
 Python error in a run is recorded and the sweep goes on, and so is an ``os._exit()`` in a
-run's code (``failed (crashed)``, :func:`~debias_bench.sweep.exits_raise`), but a crash of
+run's code (``failed (crashed)``, :func:`~debias_bench.launchers.run_one.exits_raise`), but a crash
+of
 the interpreter takes the sweep with it: use ``--launcher local`` for isolation.
 
 Ctrl-C, SIGTERM and SIGHUP behave as under the other launchers: the running run checkpoints
@@ -29,11 +30,11 @@ from typing import Any
 
 import torch
 
-from debias_bench.engine import Interrupted, resolve_device
 from debias_bench.errors import ConfigError
-from debias_bench.states import RunState
-from debias_bench.store import RunDir
-from debias_bench.sweep import KEYBOARD_NOTE, run_one, worker_identity
+from debias_bench.launchers.run_one import KEYBOARD_NOTE, run_one, worker_identity
+from debias_bench.runs.states import RunState
+from debias_bench.runs.store import RunDir
+from debias_bench.training.engine import Interrupted, resolve_device
 
 from .factories import Launchable, LaunchContext, register_launcher
 from .scheduler import Ended, Launcher, Task, signal_label

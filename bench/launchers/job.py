@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from debias_bench.config import RunConfig
-    from debias_bench.engine import DataPlace
+    from debias_bench.config.run_config import RunConfig
     from debias_bench.tracking import TrackSpec
+    from debias_bench.training.engine import DataPlace
 
 #: exit codes of the worker besides 0 (done or skipped) and 128 + signal (interrupted)
 EXIT_FAILED = 1  # the run failed; run_one recorded the error
@@ -54,7 +54,7 @@ class WorkerJob:
         """The job of a run the sweep's scheduler decided to start: absolute paths (a worker
         may start in another directory or on another host), the plugins that registered its
         method and dataset, and its planned id."""
-        from .plugins import plugins_for
+        from debias_bench.plugins.loading import plugins_for
 
         plugins, paths = plugins_for([config])
         return cls(
@@ -79,6 +79,6 @@ class WorkerJob:
     def run_id(self) -> str:
         if self.planned_id:
             return self.planned_id
-        from debias_bench.config import RunConfig
+        from debias_bench.config.run_config import RunConfig
 
         return RunConfig.from_json(self.config).run_id

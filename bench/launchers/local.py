@@ -15,14 +15,14 @@ import os
 import sys
 from dataclasses import dataclass
 
-from debias_bench.engine import resolve_device
 from debias_bench.errors import ConfigError
-from debias_bench.states import RunState
+from debias_bench.plugins.loading import env_plugins
+from debias_bench.runs.states import RunState
+from debias_bench.training.engine import resolve_device
 
 from . import forkserver
 from .factories import Launchable, LaunchContext, register_launcher
 from .job import WorkerJob
-from .plugins import env_plugins
 from .process import WorkerProcess
 from .scheduler import Ended, Launcher, Task
 from .slots import Slot, SlotPool, crowding_now, plan_slots, user_threads, visible_gpus
@@ -76,7 +76,7 @@ class LocalLauncher(Launchable):
 
     @classmethod
     def from_args(cls, args: argparse.Namespace, ctx: LaunchContext) -> Launcher:
-        from debias_bench.preflight import check_worker_imports
+        from debias_bench.launchers.preflight import check_worker_imports
 
         check_worker_imports(cls.name)  # torchvision, once here rather than in every worker
         return cls(ctx, local_slots(ctx.device, args.workers, args.jobs_per_gpu, args.threads))

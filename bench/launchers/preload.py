@@ -20,10 +20,12 @@ import torchvision  # noqa: F401
 
 import debias_bench.datasets
 import debias_bench.methods  # noqa: F401
-from debias_bench import engine, provenance, sweep  # noqa: F401
+from debias_bench.launchers import run_one as sweep  # noqa: F401
 from debias_bench.launchers import worker  # noqa: F401
 from debias_bench.launchers.forkserver import WARM_PLUGINS_ENV
-from debias_bench.launchers.plugins import import_plugin
+from debias_bench.plugins.loading import import_plugin
+from debias_bench.runs import provenance
+from debias_bench.training import engine  # noqa: F401
 
 provenance.provenance()  # the code version (git commit) of what this server imported, once
 

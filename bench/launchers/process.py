@@ -23,13 +23,13 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from debias_bench.states import FailReason, RunState, parse_state
+from debias_bench.runs.states import FailReason, RunState, parse_state
 
 from .job import EXIT_BUSY, EXIT_NOT_RUN, WorkerJob
 from .scheduler import Ended, Task
 
 if TYPE_CHECKING:
-    from debias_bench.store import RunDir
+    from debias_bench.runs.store import RunDir
 
 #: how long a worker may take to start its run (import, plugins) on top of --timeout
 STARTUP_ALLOWANCE_S = 300.0
@@ -181,7 +181,7 @@ class WorkerProcess:
         grace_s: float = 30.0,
         warm: bool = False,
     ) -> None:
-        from debias_bench.store import RunStore
+        from debias_bench.runs.store import RunStore
 
         from .forkserver import available
 
@@ -316,8 +316,8 @@ def record_exit(
     ``config``: the run's ``RunConfig.to_json()``. ``server_died``: how the warm server that
     started the worker died while it ran (its exit code is then unknown, and the run's note
     or error says so)."""
-    from debias_bench.config import RunConfig
-    from debias_bench.provenance import config_json
+    from debias_bench.config.run_config import RunConfig
+    from debias_bench.runs.provenance import config_json
 
     if returncode == EXIT_BUSY:
         return RunState.RUNNING

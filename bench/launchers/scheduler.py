@@ -1,10 +1,11 @@
 """The sweep loop, the same for every launcher: decide, launch, watch, retry, summarise.
 
 A launcher only knows how to start runs and tell when they ended (:class:`Launcher`); the
-scheduler decides which runs to start (:func:`~debias_bench.sweep.decide`), retries failures
+scheduler decides which runs to start (:func:`~debias_bench.launchers.run_one.decide`), retries
+failures
 with ``retry_failed`` up to ``max_attempts``, stops everything on the first failure with
 ``fail_fast`` (running runs checkpoint and stay resumable), and prints a live summary line
-(done / running / queued / failed / pending, ETA: :class:`~debias_bench.runprogress.LiveSummary`)
+(done / running / queued / failed / pending, ETA: :class:`~debias_bench.runs.progress.LiveSummary`)
 as states change. :class:`SweepLoop` is the loop, one named step a method.
 """
 
@@ -20,16 +21,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from debias_bench.config import RunConfig
-from debias_bench.runprogress import Live, LiveSummary, run_kind, summary_line, sweep_eta
-from debias_bench.states import COUNTED_AS, SUCCESS, Decision, RunState
-from debias_bench.store import RunDir, RunStore
-from debias_bench.sweep import MAX_ATTEMPTS, Outcome, decide, record_decision
+from debias_bench.config.run_config import RunConfig
+from debias_bench.launchers.run_one import MAX_ATTEMPTS, Outcome, decide, record_decision
+from debias_bench.runs.progress import Live, LiveSummary, run_kind, summary_line, sweep_eta
+from debias_bench.runs.states import COUNTED_AS, SUCCESS, Decision, RunState
+from debias_bench.runs.store import RunDir, RunStore
 
 __all__ = [
     "Ended",
     "Launcher",
-    "LiveSummary",  # the summary line lives in debias_bench.runprogress
+    "LiveSummary",  # the summary line lives in debias_bench.runs.progress
     "Policy",
     "Sweep",
     "SweepLoop",

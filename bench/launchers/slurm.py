@@ -27,12 +27,12 @@ from pathlib import Path
 from typing import Any
 
 from debias_bench.errors import ConfigError
-from debias_bench.provenance import config_json
-from debias_bench.states import FailReason, RunState
+from debias_bench.plugins.loading import import_plugins
+from debias_bench.runs.provenance import config_json
+from debias_bench.runs.states import FailReason, RunState
 
 from .factories import Launchable, LaunchContext, register_launcher
 from .job import WorkerJob
-from .plugins import import_plugins
 from .process import WorkerProcess
 from .scheduler import Ended, Launcher, Task
 from .slots import THREAD_VARS

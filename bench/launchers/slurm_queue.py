@@ -7,7 +7,7 @@ import getpass
 import shutil
 import subprocess
 
-from debias_bench.states import RunState
+from debias_bench.runs.states import RunState
 
 
 def slurm_available() -> str | None:

@@ -3,7 +3,7 @@
 The worker reads a :class:`~.job.WorkerJob` as JSON on stdin (a cold worker, :func:`main`) or
 is forked from the warm server with it (:func:`forked_main`, see :mod:`.forkserver`), imports
 the plugin modules that registered the run's method and dataset, and calls
-:func:`~debias_bench.sweep.run_one`, which takes the run's lock and records its state.
+:func:`~debias_bench.launchers.run_one.run_one`, which takes the run's lock and records its state.
 SIGTERM, SIGINT, SIGHUP (a closed terminal), SIGUSR1 and SIGUSR2 (and the death of its parent)
 make it checkpoint at the next step and exit with ``128 + signal``; the run is then
 ``interrupted`` and resumes from its checkpoint when started again. The parent's side is
@@ -25,7 +25,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from debias_bench.states import RunState
+from debias_bench.runs.states import RunState
 
 from .job import EXIT_BUSY, EXIT_FAILED, EXIT_NOT_RUN, WorkerJob
 from .process import die_with_parent
@@ -92,17 +92,17 @@ def end_children(grace_s: float = 5.0) -> int:
 
 def run_job(job: WorkerJob, lifeline: Connection | None = None) -> int:
     """Run ``job`` in this process; returns the worker's exit code."""
-    from debias_bench.launchers.plugins import import_plugins
+    from debias_bench.plugins.loading import import_plugins
 
     import_plugins(job.plugins, job.sys_path)
     import torch
 
-    from debias_bench.config import RunConfig
-    from debias_bench.engine import DataPlace, Interrupted
-    from debias_bench.runprogress import LogLines
-    from debias_bench.store import RunStore
-    from debias_bench.sweep import run_one, worker_identity
+    from debias_bench.config.run_config import RunConfig
+    from debias_bench.launchers.run_one import run_one, worker_identity
+    from debias_bench.runs.progress import LogLines
+    from debias_bench.runs.store import RunStore
     from debias_bench.tracking import TrackSpec
+    from debias_bench.training.engine import DataPlace, Interrupted
 
     threads = int(os.environ.get("BENCH_THREADS") or 0)
     if threads:

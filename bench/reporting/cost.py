@@ -23,7 +23,7 @@ from debias_bench.reporting.runs import (
     values_by,
 )
 from debias_bench.reporting.stats import value_cell
-from debias_bench.states import RunState
+from debias_bench.runs.states import RunState
 
 #: (record column, row label, digits) of each quantity
 COST_QUANTITIES = (

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from debias_bench.reporting.model import Cell, Table
-from debias_bench.states import RunState
+from debias_bench.runs.states import RunState
 
 #: at most this many runs are listed under a table (the rest: ``bench status``)
 MAX_LISTED = 40

@@ -17,7 +17,7 @@ from typing import Any
 
 import pandas as pd
 
-from debias_bench.config import RunConfig
+from debias_bench.config.run_config import RunConfig
 from debias_bench.errors import ConfigError
 
 #: recorded in config.json but not part of what a run computed

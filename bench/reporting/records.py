@@ -12,11 +12,11 @@ from typing import Any
 import pandas as pd
 
 from debias_bench.errors import CorruptDataError
-from debias_bench.metrics import worst_group
 from debias_bench.registry import DATASETS
 from debias_bench.reporting.grouping import FINGERPRINT, fingerprint, identity, recorded
-from debias_bench.states import RunState, effective_state, failure_reason
-from debias_bench.store import RunDir, RunStore
+from debias_bench.runs.states import RunState, effective_state, failure_reason
+from debias_bench.runs.store import RunDir, RunStore
+from debias_bench.training.metrics import worst_group
 
 METRICS = (
     "accuracy",

@@ -17,7 +17,7 @@ from debias_bench.reporting.grouping import check_cells
 from debias_bench.reporting.model import Cell
 from debias_bench.reporting.options import ReportOptions
 from debias_bench.reporting.stats import seed_stats, value_cell
-from debias_bench.states import RunState
+from debias_bench.runs.states import RunState
 
 
 def run_table(records: pd.DataFrame) -> pd.DataFrame:

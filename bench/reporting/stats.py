@@ -8,7 +8,7 @@ from collections.abc import Iterable
 import pandas as pd
 
 from debias_bench.reporting.model import Cell
-from debias_bench.states import RunState
+from debias_bench.runs.states import RunState
 
 #: the spread printed after ``±``: the sample standard deviation over seeds
 DDOF = 1

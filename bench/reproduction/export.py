@@ -14,12 +14,12 @@ from typing import Any
 
 import pandas as pd
 
-from debias_bench.config import OFF_RECIPE_LAYERS, RunConfig
-from debias_bench.dataset_facts import off_recipe_data_options
+from debias_bench.config.run_config import OFF_RECIPE_LAYERS, RunConfig
+from debias_bench.data.facts import off_recipe_data_options
 from debias_bench.errors import ConfigError
 from debias_bench.reporting.records import run_rows
-from debias_bench.states import RunState
-from debias_bench.store import RunDir, RunStore
+from debias_bench.runs.states import RunState
+from debias_bench.runs.store import RunDir, RunStore
 
 #: evaluations at the end of a run that :data:`TAIL_COLUMN` averages (test accuracy)
 TAIL = 10

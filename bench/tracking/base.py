@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from debias_bench.registry import Registry
-from debias_bench.states import RunState
+from debias_bench.runs.states import RunState
 
 
 class TrackedRun(ABC):
@@ -70,3 +70,4 @@ class Tracker(ABC):
 
 
 TRACKERS: Registry[type[Tracker]] = Registry("tracker")
+register_tracker = TRACKERS.register

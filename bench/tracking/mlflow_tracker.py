@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
-from debias_bench.states import RunState
+from debias_bench.runs.states import RunState
 
 from .base import TRACKERS, TrackedRun, Tracker
 

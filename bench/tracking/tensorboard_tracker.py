@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from debias_bench.states import RunState
+from debias_bench.runs.states import RunState
 
 from .base import TRACKERS, TrackedRun, Tracker
 

@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from debias_bench.states import RunState
+from debias_bench.runs.states import RunState
 
 from .base import TRACKERS, TrackedRun, Tracker
 

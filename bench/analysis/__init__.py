@@ -1,0 +1,1 @@
+"""Analyses over runs: fair tuning, regression checks, ablations."""

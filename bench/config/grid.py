@@ -1,0 +1,87 @@
+"""Expanding a sweep's grid (methods x datasets x ratios x seeds) into run configurations."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from debias_bench.config.run_config import (
+    RunConfig,
+    make_config,
+    method_yaml,
+    preset_data_options,
+    recipe_dataset,
+)
+from debias_bench.data.options import check_data_options, data_options_by_dataset
+from debias_bench.errors import ConfigError
+from debias_bench.registry import DATASETS
+
+
+@dataclass
+class Grid:
+    methods: list[str]
+    datasets: list[str]
+    ratios: list[float] | None  # None: every ratio each dataset supports
+    seeds: list[int]
+    protocol: str = "official"
+    preset: str = "paper"
+    epochs: int | None = None
+    overrides: dict[str, Any] = field(default_factory=dict)
+    data_options: dict[str, Any] = field(default_factory=dict)
+    #: per-cell values (``bench run --hparams tuned.yaml``): (method, dataset, ratio) -> values
+    tuned: dict[tuple[str, str, float], dict[str, Any]] = field(default_factory=dict)
+
+
+def expand(grid: Grid) -> tuple[list[RunConfig], list[str]]:
+    """Configs of the grid (each checked; duplicates collapsed), and notes: combinations left
+    out (unsupported ratios) and methods that have no settings for a dataset."""
+    configs: list[RunConfig] = []
+    notes: list[str] = []
+    # each dataset gets the grid-wide options it declares, checked (debias_bench.data.options)
+    given = data_options_by_dataset(grid.datasets, grid.data_options)
+    for dataset in grid.datasets:
+        options = check_data_options(dataset, preset_data_options(grid.preset, dataset))
+        options.update(given[dataset])
+        supported = DATASETS.get(dataset).spec.ratios
+        ratios = supported if grid.ratios is None else [r for r in grid.ratios if r in supported]
+        dropped = [r for r in (grid.ratios or []) if r not in supported]
+        if dropped:
+            notes.append(
+                f"{dataset}: no ratio {', '.join(f'{r:g}' for r in dropped)}% "
+                f"(has {', '.join(f'{r:g}' for r in supported)}); left out"
+            )
+        for ratio in ratios:
+            for method in grid.methods:
+                for seed in grid.seeds:
+                    configs.append(
+                        make_config(
+                            method,
+                            dataset,
+                            ratio,
+                            seed,
+                            grid.protocol,
+                            grid.preset,
+                            grid.epochs,
+                            grid.overrides,
+                            options,
+                            grid.tuned.get((method, dataset, float(ratio))),
+                        )
+                    )
+    if not configs:
+        raise ConfigError("the grid is empty", hint="; ".join(notes) or None)
+    notes += [n for d in grid.datasets for m in grid.methods if (n := bare_defaults_note(m, d))]
+    unique = {c.run_id: c for c in configs}  # --seeds 0,0 or --ratios 5,5.0: one run each
+    return list(unique.values()), notes
+
+
+def bare_defaults_note(method: str, dataset: str) -> str | None:
+    """A note when ``method`` has settings for other datasets but none for ``dataset`` (its own
+    YAML entry or its recipe's): which keys then fall back to the method's bare defaults."""
+    entries = method_yaml(method).get("datasets") or {}
+    if not entries or recipe_dataset(method, dataset) is not None:
+        return None
+    keys = sorted({k for entry in entries.values() for k in (entry or {})} - {"ratios", "presets"})
+    return (
+        f"{method} has no settings for {dataset} (no entry in its YAML, no recipe=): "
+        f"bare defaults for {', '.join(keys)}; `bench config {method} {dataset}` shows them"
+    )

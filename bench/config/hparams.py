@@ -1,0 +1,420 @@
+"""Hyperparameter declarations: every key a run uses has a type, a default, a range and a doc.
+
+A key is declared once, as a field of a frozen dataclass: the engine's keys are the fields of
+:class:`EngineParams`; a method's params class extends it (or its parent method's) with its own
+fields, each made by :func:`hparam`. The field's name is the key, its annotation the kind (``int``,
+``float``, ``bool``, ``str``, ``tuple[int, ...]``; ``| None`` lets ``null`` through), and
+:func:`hparam` carries the rest (default, doc, range, choices, the value a timing run uses).
+:func:`declarations` turns a params class into :class:`HParam` records, which the resolution
+(``debias_bench.config.run_config``) uses to parse and check the values of every layer (method YAML,
+presets, ``--set``, tuned files) when the grid is expanded, so a bad value is a one-line error
+before any run exists, never a crash mid-sweep. A method reads the resolved values as typed
+attributes of its params (``self.hp.lr``), which mypy checks.
+
+A declaration also says how ``bench tune`` searches the key (``search=``, see
+:mod:`debias_bench.config.search`) and whether it is a step count that keeps its share of the run
+when
+a preset shortens it (``run_share=True``, see :mod:`debias_bench.config.run_length`; DisEnt's swap
+start). A method's YAML gives the per-dataset values, and per-preset ones only where a stage
+should not follow the run's length (LfF+BE's committee).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import functools
+import math
+import types
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, Self, Union, get_args, get_origin, get_type_hints
+
+from debias_bench.config.search import Around, LogUniform, SearchSpace
+from debias_bench.errors import ConfigError
+from debias_bench.registry import BACKBONES, OPTIMIZERS
+
+Kind = Literal["int", "float", "bool", "str", "ints"]
+
+#: a declared default meaning "no default: the method's YAML (or ``--set``) must give it"
+REQUIRED: Any = type("Required", (), {"__repr__": lambda self: "REQUIRED"})()
+#: a declared timing value meaning "a timing run keeps the run's own value"
+NO_TIMING: Any = type("NoTiming", (), {"__repr__": lambda self: "NO_TIMING"})()
+
+
+@dataclass(frozen=True)
+class HParam:
+    """One hyperparameter: ``kind`` int | float | bool | str | ints (a list of ints).
+
+    ``low``/``high`` bound numbers (``low_open``: strictly above ``low``); ``choices`` (or
+    ``choices_of``, called at check time, for registries that grow) limit strings; ``nullable``
+    lets ``null`` through. ``late``: declared engine-wide after run ids were first published; at
+    its default it is left out of a run's id unless the method's YAML names it (see
+    ``RunConfig.identity``), so those ids stay valid. ``timing``: the value a timing run
+    (``bench perf``) sets, to keep a preparation stage short or switch a late phase on from the
+    first step (:data:`NO_TIMING`: the run's own value). ``search``: the key's space for
+    ``bench tune`` (:mod:`debias_bench.config.search`; None: not searched unless the method's YAML
+    ``search:`` block names it). ``run_share``: a step count within the run, which keeps its
+    share of the run when a preset or ``--epochs`` changes the run's length
+    (:mod:`debias_bench.config.run_length`).
+    """
+
+    name: str
+    kind: Kind
+    default: Any
+    doc: str
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    choices: tuple[Any, ...] | None = None
+    choices_of: Callable[[], Iterable[str]] | None = None
+    nullable: bool = False
+    late: bool = False
+    timing: Any = NO_TIMING
+    search: SearchSpace | None = None
+    run_share: bool = False
+
+    def allowed(self) -> tuple[Any, ...] | None:
+        if self.choices_of is not None:
+            return tuple(self.choices_of())
+        return self.choices
+
+    def describe(self) -> str:
+        """``float > 0``, ``int >= 1 and <= 10000``, ``int >= 1 or null``, ``one of adam,
+        sgd`` ..."""
+        allowed = self.allowed()
+        if allowed:
+            text = f"one of {', '.join(map(str, allowed))}"
+        else:
+            text = describe_range(self.kind, self.low, self.high, self.low_open)
+        return text + (" or null" if self.nullable else "")
+
+    def parse(self, value: Any, where: str) -> Any:
+        """``value`` converted to the declared kind; ConfigError naming ``where`` otherwise."""
+        if value is None:
+            if self.nullable:
+                return None
+            raise self._bad(value, where)
+        try:
+            parsed = _convert(self.kind, value)
+        except (TypeError, ValueError):
+            raise self._bad(value, where) from None
+        if self.kind in ("int", "float") and not self._in_range(parsed):
+            raise self._bad(value, where)
+        if self.kind == "ints" and not all(self._in_range(v) for v in parsed):
+            raise self._bad(value, where)
+        allowed = self.allowed()
+        if allowed and parsed not in allowed:
+            raise self._bad(value, where)
+        return parsed
+
+    def _in_range(self, number: float) -> bool:
+        return in_range(number, self.low, self.high, self.low_open)
+
+    def _bad(self, value: Any, where: str) -> ConfigError:
+        return ConfigError(
+            f"{where}: {self.name}={value!r} is not valid ({self.name} is {self.describe()})",
+            hint=self.doc,
+        )
+
+
+def in_range(number: float, low: float | None, high: float | None, low_open: bool = False) -> bool:
+    """Whether ``number`` is finite and within the bounds (``low_open``: strictly above
+    ``low``): the one range rule of hyperparameters and of the CLI's numeric flags
+    (``debias_bench.commands.common.number``)."""
+    if not math.isfinite(number):
+        return False
+    if low is not None and (number <= low if low_open else number < low):
+        return False
+    return high is None or number <= high
+
+
+def describe_range(kind: str, low: float | None, high: float | None, low_open: bool = False) -> str:
+    """``int >= 1``, ``float > 0``, ``int >= 1 and <= 10000``: a range as the errors state it."""
+    bounds = []
+    if low is not None:
+        bounds.append(f"{'>' if low_open else '>='} {_bound(low)}")
+    if high is not None:
+        bounds.append(f"<= {_bound(high)}")
+    return " ".join([kind, " and ".join(bounds)]) if bounds else kind
+
+
+def _bound(number: float) -> str:
+    """``10000``, ``4294967295``, ``0.001``: whole bounds in full, others as ``:g``."""
+    return str(int(number)) if float(number).is_integer() else f"{number:g}"
+
+
+def _convert(kind: Kind, value: Any) -> Any:
+    if kind == "bool":
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("true", "false", "yes", "no"):
+            return value.lower() in ("true", "yes")
+        raise ValueError(value)
+    if kind == "str" and isinstance(value, bool):  # YAML reads `--set x=true` as a bool
+        return str(value).lower()
+    if isinstance(value, bool):  # True is an int in Python, never a number here
+        raise ValueError(value)
+    if kind == "int":
+        number = float(value)
+        if not number.is_integer():
+            raise ValueError(value)
+        return int(number)
+    if kind == "float":
+        # an int stays an int: run ids hash the JSON of the values, and 1 and 1.0 differ there
+        return value if isinstance(value, int | float) else float(value)
+    if kind == "str":
+        if not isinstance(value, str):
+            raise ValueError(value)
+        return value
+    if not isinstance(value, list | tuple):  # ints
+        raise ValueError(value)
+    return [_convert("int", v) for v in value]
+
+
+def _backbones() -> Iterable[str]:
+    return BACKBONES.names()
+
+
+def _optimizers() -> Iterable[str]:
+    return OPTIMIZERS.names()
+
+
+#: Sane maxima of the lengths and batch sizes: far beyond any published recipe (200 epochs,
+#: 50,000 steps, batch 1,024), short of values that are typos (``--epochs 1000000000`` would
+#: train for years and fail no check otherwise).
+MAX_EPOCHS = 10_000
+MAX_STEPS = 100_000_000
+MAX_BATCH = 65_536
+
+
+def hparam(
+    default: Any,
+    doc: str,
+    *,
+    low: float | None = None,
+    high: float | None = None,
+    low_open: bool = False,
+    choices: tuple[Any, ...] | None = None,
+    choices_of: Callable[[], Iterable[str]] | None = None,
+    late: bool = False,
+    timing: Any = NO_TIMING,
+    search: SearchSpace | None = None,
+    run_share: bool = False,
+) -> Any:
+    """A hyperparameter declared as a field of a params class (:class:`HParam` says what each
+    argument means; the name, kind and nullability come from the field)."""
+    partial = HParam(
+        "",
+        "str",
+        default,
+        doc,
+        low,
+        high,
+        low_open,
+        choices,
+        choices_of,
+        late=late,
+        timing=timing,
+        search=search,
+        run_share=run_share,
+    )
+    return field(default=default, metadata={_DECLARATION: partial})
+
+
+_DECLARATION = "debias_bench.hparam"
+#: field annotation -> declared kind (``X | None`` adds ``nullable``)
+_KIND_OF_TYPE: dict[Any, Kind] = {
+    int: "int",
+    float: "float",
+    bool: "bool",
+    str: "str",
+    tuple[int, ...]: "ints",
+}
+_TYPE_OF_KIND = {kind: tp for tp, kind in _KIND_OF_TYPE.items()}
+
+
+class UndeclaredKey(ConfigError, KeyError):
+    """A method read (by the old string-key form) a hyperparameter it does not declare."""
+
+    def __init__(self, key: str) -> None:
+        ConfigError.__init__(
+            self,
+            f"the method reads hyperparameter {key!r}, which it does not declare",
+            hint=f"declare {key!r} on the method's params class (see README, Adding a method)",
+        )
+
+
+@dataclass(frozen=True)
+class EngineParams(Mapping[str, Any]):
+    """The engine's keys (every method has them): lengths, cadence, data subsets, backbone,
+    optimiser. A method's params class extends it with :func:`hparam` fields.
+
+    A ``float`` key may hold an int at run time (``lr: 1`` stays 1: run ids hash the values as
+    given, and 1 and 1.0 differ there); arithmetic is the same. Also a read-only mapping
+    (``hp["lr"]``, ``hp.get("lr")``, ``dict(hp)``), so plugins written against the former dict of
+    resolved values keep working; new code reads attributes."""
+
+    batch_size: int = hparam(256, "training mini-batch size", low=1, high=MAX_BATCH)
+    epochs: int = hparam(
+        100, "training length in epochs (ignored when steps is set)", low=1, high=MAX_EPOCHS
+    )
+    steps: int | None = hparam(
+        None, "training length in steps; overrides epochs", low=1, high=MAX_STEPS
+    )
+    eval_every: int | None = hparam(None, "evaluate every N steps (null: eval_every_epochs)", low=1)
+    eval_every_epochs: float = hparam(1, "evaluate every N epochs", low=0, low_open=True)
+    eval_batch_size: int = hparam(1024, "evaluation batch size", low=1, high=MAX_BATCH)
+    train_limit: int | None = hparam(None, "train on a seeded subset of this many samples", low=1)
+    eval_limit: int | None = hparam(
+        None, "evaluate on seeded valid/test subsets of this size", low=1
+    )
+    input_div255: bool = hparam(False, "divide inputs by 255 again (the official MLPs)")
+    pretrained_weights: str | None = hparam(
+        None, "path of ImageNet weights for resnet18_pretrained"
+    )
+    track_nc: bool = hparam(False, "Neural Collapse metrics at every evaluation")
+    nc_limit: int = hparam(10000, "training samples used for the NC metrics", low=1)
+    image_size: int | None = hparam(
+        None, "resize every split to this side (ResNets only)", low=1, late=True
+    )
+    num_threads: int | None = hparam(None, "pin the run's CPU threads", low=1, late=True)
+    amp: str = hparam("none", "mixed precision", choices=("none", "bf16", "auto"), late=True)
+    channels_last: str = hparam(
+        "auto", "NHWC weights (speed only)", choices=("auto", "true", "false")
+    )
+    compile: bool = hparam(False, "torch.compile the method's modules (speed only)")
+    backbone: str = hparam(REQUIRED, "network (default: the dataset's)", choices_of=_backbones)
+    mlp_hidden: tuple[int, ...] | None = hparam(
+        None, "hidden sizes of the mlp backbone (null: 100-100-100)", low=1, late=True
+    )
+    optimizer: str = hparam("adam", "optimiser", choices_of=_optimizers, late=True)
+    # tuned a decade either side of each recipe's rate, at most 3e-2 (Adam diverges beyond)
+    lr: float = hparam(
+        1.0e-3, "learning rate", low=0, low_open=True, late=True, search=Around(10, cap=3e-2)
+    )
+    weight_decay: float = hparam(
+        0.0, "L2 weight decay", low=0, late=True, search=LogUniform(1e-6, 1e-3)
+    )
+    momentum: float = hparam(0.9, "SGD momentum", low=0, high=1, late=True)
+    lr_step_epochs: float | None = hparam(
+        None, "StepLR period in epochs (null: constant lr)", low=0, low_open=True, late=True
+    )
+    lr_gamma: float = hparam(1.0, "StepLR factor per period", low=0, low_open=True, late=True)
+
+    @classmethod
+    def of(cls, values: Mapping[str, Any]) -> Self:
+        """Typed params from resolved values (``RunConfig.hparams``, or params of another
+        class): keys the class does not declare are left out, keys missing take their declared
+        default, and a missing key without one is an error (resolution gives every key)."""
+        if isinstance(values, cls):
+            return values
+        given: dict[str, Any] = {}
+        for declared_field in dataclasses.fields(cls):
+            name = declared_field.name
+            value = values.get(name, declared_field.default)
+            if value is REQUIRED:
+                raise ConfigError(
+                    f"{cls.__name__}: no value for hyperparameter {name!r}",
+                    hint="resolve the values with debias_bench.config.run_config.make_config (or "
+                    "resolve_hparams), which gives every declared key",
+                )
+            given[name] = tuple(value) if isinstance(value, list) else value
+        return cls(**given)
+
+    def __getitem__(self, key: str) -> Any:
+        if key not in self.__dataclass_fields__:
+            raise UndeclaredKey(key)
+        return getattr(self, key)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.__dataclass_fields__)
+
+    def __len__(self) -> int:
+        return len(self.__dataclass_fields__)
+
+
+@functools.cache
+def declarations(params: type[EngineParams]) -> tuple[HParam, ...]:
+    """Every key of a params class as an :class:`HParam`, in field order (the engine's first)."""
+    hints = get_type_hints(params)
+    out = []
+    for declared_field in dataclasses.fields(params):
+        name = declared_field.name
+        partial = declared_field.metadata.get(_DECLARATION)
+        if partial is None:
+            raise TypeError(
+                f"{params.__name__}.{name} is not declared with hparam() "
+                "(from debias_bench import hparam)"
+            )
+        if hasattr(Mapping, name):
+            raise TypeError(f"{params.__name__}.{name}: the name is taken by the mapping interface")
+        kind, nullable = _kind(hints[name], f"{params.__name__}.{name}")
+        out.append(dataclasses.replace(partial, name=name, kind=kind, nullable=nullable))
+    return tuple(out)
+
+
+def _kind(annotation: Any, where: str) -> tuple[Kind, bool]:
+    """The declared kind of a field annotation, and whether it admits None."""
+    args = get_args(annotation)
+    nullable = get_origin(annotation) in (Union, types.UnionType) and type(None) in args
+    if nullable:
+        rest = [a for a in args if a is not type(None)]
+        annotation = rest[0] if len(rest) == 1 else None
+    try:
+        return _KIND_OF_TYPE[annotation], nullable
+    except (KeyError, TypeError):
+        raise TypeError(
+            f"{where}: a hyperparameter is int, float, bool, str or tuple[int, ...] "
+            "(optionally | None)"
+        ) from None
+
+
+def params_from(name: str, base: type[EngineParams], own: Iterable[HParam]) -> type[EngineParams]:
+    """A params class declaring ``own`` on top of ``base``: for a method that still lists
+    :class:`HParam` records in ``HPARAMS`` (the former form), so it gets typed params too."""
+    fields_ = []
+    for param in own:
+        tp: Any = _TYPE_OF_KIND[param.kind]
+        fields_.append((param.name, tp | None if param.nullable else tp,
+                        field(default=param.default, metadata={_DECLARATION: param})))  # fmt: skip
+    made = dataclasses.make_dataclass(name, fields_, bases=(base,), frozen=True)
+    return made
+
+
+def timing_values(table: Iterable[HParam]) -> dict[str, Any]:
+    """The values a timing run (``bench perf``) sets: each declaration's ``timing``, where it
+    has one."""
+    return {p.name: p.timing for p in table if p.timing is not NO_TIMING}
+
+
+#: The engine's keys, as records (``bench config``, the CLI's numeric flags, resolution).
+ENGINE_HPARAMS: tuple[HParam, ...] = declarations(EngineParams)
+
+
+#: Settings that change speed, not the math: recorded in config.json, never hashed.
+SPEED_KEYS = frozenset({"channels_last", "compile"})
+
+
+def declared(extra: Iterable[HParam] = ()) -> dict[str, HParam]:
+    """The engine's declarations with ``extra`` (a method's) added; a method may redeclare an
+    engine key to narrow it, never change its kind."""
+    table = {p.name: p for p in ENGINE_HPARAMS}
+    for param in extra:
+        base = table.get(param.name)
+        if base is not None and base.kind != param.kind:
+            raise ConfigError(
+                f"hyperparameter {param.name!r} is declared {param.kind} by the method but "
+                f"{base.kind} by the engine"
+            )
+        table[param.name] = param
+    return table
+
+
+def unknown_key(key: str, table: dict[str, HParam], where: str) -> ConfigError:
+    close = difflib.get_close_matches(key, list(table), n=1)
+    return ConfigError(
+        f"{where}: no hyperparameter {key!r}",
+        hint=(f"did you mean {close[0]!r}? " if close else "")
+        + "`bench config METHOD DATASET` lists every key with its value and source",
+    )

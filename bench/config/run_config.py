@@ -1,0 +1,393 @@
+"""Run configuration: hyperparameter resolution, presets, protocols and run identity.
+
+Hyperparameters of a run are resolved in this order, later layers winning (``bench config
+METHOD DATASET`` prints every value with its layer):
+
+1. declared defaults (``debias_bench.config.hparams``: the engine's keys and the method's params)
+   and the dataset's default backbone;
+2. the protocol's engine-wide switches (``PROTOCOLS``);
+3. the method's YAML: ``defaults``, then ``datasets.<dataset>`` (or, for a dataset registered
+   with ``recipe="cmnist"`` and no entry of its own, ``datasets.cmnist``), then its
+   ``ratios.<ratio>``, then ``protocols.<protocol>``;
+4. the preset: its engine-wide values (``PRESETS``), then what the dataset's family declares
+   for it (``DatasetFamily.presets``: its recipe's values, then its own; see
+   ``debias_bench.data.facts``), then the method's own adjustments to it:
+   ``presets.<preset>`` and ``datasets.<dataset>.presets.<preset>`` in its YAML (e.g. LfF+BE's
+   committee, which keeps its length in a short run);
+5. ``--epochs``;
+6. tuned values (``bench run --hparams tuned.yaml``);
+7. ``--set key=value`` overrides;
+8. a step count declared ``run_share`` whose value still comes from 1-3 takes the same share of
+   the run's length as of the recipe's (``debias_bench.config.run_length``; DisEnt's swap start).
+
+Every value is parsed and checked against its declaration at every layer, so a typo or an
+out-of-range value is an error before any run exists.
+
+A run's id is a hash of everything that defines its result (method, dataset, ratio, seed,
+protocol, dataset options and the resolved hyperparameters); the preset's name, the code
+version and the dataset version are recorded beside it but not hashed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import hashlib
+import json
+import sys
+from dataclasses import asdict, dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from debias_bench.config.hparams import (
+    ENGINE_HPARAMS,
+    REQUIRED,
+    SPEED_KEYS,
+    HParam,
+    declared,
+    unknown_key,
+)
+from debias_bench.config.run_length import scale_to_run
+from debias_bench.data.facts import dataset_recipe, preset_hparams
+from debias_bench.data.facts import preset_data_options as preset_data_options  # re-export
+from debias_bench.errors import ConfigError, UnknownNameError
+from debias_bench.registry import DATASETS, METHODS
+
+#: the engine's declarations by key (a method's own or redeclared keys are not these objects)
+_ENGINE = {p.name: p for p in ENGINE_HPARAMS}
+
+#: Engine-wide switches of each protocol; methods add their own under ``protocols:`` in YAML.
+PROTOCOLS: dict[str, dict[str, Any]] = {
+    # The official repositories' behaviour, needed to reproduce the published tables:
+    # the MLPs divide their [0, 1] input by 255 again.
+    "official": {"input_div255": True},
+    # The same recipes without the official quirks: the honest comparison.
+    "clean": {"input_div255": False},
+}
+
+#: The engine-wide values of each ``--preset``; a dataset adds its own on its family class
+#: (``DatasetFamily.presets``, resolved with its recipe by ``dataset_facts.preset_hparams``).
+PRESETS: dict[str, dict[str, Any]] = {
+    # the methods' own configurations (paper appendix B / official repositories)
+    "paper": {},
+    # a real but short comparison: about a minute per Colored MNIST run on a laptop CPU
+    "quick": {"epochs": 30, "eval_every_epochs": 3},
+    # plumbing check: a few steps on every dataset, small evaluation subsets, nothing to
+    # download (a dataset replaces what would need one, e.g. BAR's pretrained ResNet-18)
+    "smoke": {"steps": 20, "eval_every": 10, "eval_limit": 500, "eval_batch_size": 256},
+    # regression checks in CI (`bench regress`): a small fixed subset of every dataset (each
+    # declares its own), a short schedule, one thread per run (identical numbers on any core
+    # count), a few seconds per run on one CPU core
+    "ci": {
+        "steps": 60,
+        "eval_every": 30,
+        "eval_limit": 1000,
+        "eval_batch_size": 500,
+        "num_threads": 1,
+    },
+}
+
+
+def _check(name: str, table: dict[str, Any], kind: str) -> dict[str, Any]:
+    if name not in table:
+        close = difflib.get_close_matches(name, list(table), n=1)
+        raise UnknownNameError(
+            f"unknown {kind} {name!r}; valid names: {', '.join(table)}",
+            hint=f"did you mean {close[0]!r}?" if close else None,
+        )
+    return table[name]
+
+
+@cache
+def method_yaml(method: str) -> dict[str, Any]:
+    """The YAML beside a method's module: ``<module>.yaml`` in the module's folder
+    (``methods/lff.yaml``; for a plugin, ``my_methods.yaml`` beside ``my_methods.py``), or,
+    for a plugin module that defines several methods, ``<method name>.yaml`` there; empty when
+    there is none."""
+    path = _yaml_beside(method)
+    if path is None:
+        return {}
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path} is not valid YAML ({exc})") from exc
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path} must be a mapping with defaults, datasets, ... at the top")
+    unknown = set(data) - {"defaults", "datasets", "protocols", "presets", "search"}
+    if unknown:
+        raise ConfigError(f"{path}: unknown top-level keys {sorted(unknown)}")
+    return data
+
+
+def _yaml_beside(method: str) -> Path | None:
+    module = sys.modules.get(METHODS.get(method).__module__)
+    file = getattr(module, "__file__", None)
+    if not file:
+        return None
+    source = Path(file)
+    for candidate in (source.with_suffix(".yaml"), source.with_name(f"{method}.yaml")):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def parse_overrides(items: list[str] | None) -> dict[str, Any]:
+    """``["lr=1e-3", "alpha=0"]`` -> ``{"lr": 0.001, "alpha": 0}`` (values parsed as YAML)."""
+    out: dict[str, Any] = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"bad override {item!r}", hint="use --set key=value, e.g. lr=1e-3")
+        parsed = yaml.safe_load(value) if value.strip() else None
+        # YAML reads "1e-3" as a string; accept the float spelling people type
+        if isinstance(parsed, str):
+            with contextlib.suppress(ValueError):
+                parsed = float(parsed)
+        out[key.strip()] = parsed
+    return out
+
+
+def _by_ratio(table: dict[Any, Any], ratio: float | None) -> dict[str, Any]:
+    if ratio is None:
+        return {}
+    return next((v or {} for k, v in table.items() if float(k) == float(ratio)), {})
+
+
+def method_hparams(method: str) -> dict[str, HParam]:
+    """Every key ``method`` may use: the engine's declarations and the method's own."""
+    return declared(getattr(METHODS.get(method), "HPARAMS", ()))
+
+
+@cache
+def yaml_keys(method: str) -> frozenset[str]:
+    """Every key the method's YAML names, in any layer (``RunConfig.identity`` needs it)."""
+    doc = method_yaml(method)
+    keys: set[str] = set()
+
+    def collect(layer: dict[str, Any] | None) -> None:
+        for key, value in (layer or {}).items():
+            if key in ("ratios", "presets"):
+                for sub in (value or {}).values():
+                    collect(sub)
+            else:
+                keys.add(key)
+
+    collect(doc.get("defaults"))
+    for table in ("datasets", "protocols", "presets"):
+        for layer in (doc.get(table) or {}).values():
+            collect(layer)
+    return frozenset(keys)
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """Resolved hyperparameters and, per key, the layer its value came from."""
+
+    values: dict[str, Any]
+    sources: dict[str, str]
+    recipe: str | None = None  # the dataset whose method settings were used, when not its own
+
+    def rows(self) -> list[tuple[str, Any, str]]:
+        return [(k, self.values[k], self.sources[k]) for k in sorted(self.values)]
+
+
+def recipe_dataset(method: str, dataset: str) -> str | None:
+    """Which dataset's entry of the method's YAML applies to ``dataset``: its own, else its
+    recipe's; None when neither exists (the method then runs with its bare defaults)."""
+    entries = method_yaml(method).get("datasets") or {}
+    if dataset in entries:
+        return dataset
+    recipe = dataset_recipe(dataset)
+    return recipe if recipe in entries else None
+
+
+#: the sources of the layers above a method's recipe and the run's preset: a value from one
+#: of them makes a run a variant of its recipe (``reproduction.overrides``)
+EPOCHS_LAYER, TUNED_LAYER, SET_LAYER = "--epochs", "tuned", "--set"
+OFF_RECIPE_LAYERS = (EPOCHS_LAYER, TUNED_LAYER, SET_LAYER)
+
+
+def resolve_layers(
+    method: str,
+    dataset: str,
+    protocol: str = "official",
+    preset: str = "paper",
+    epochs: int | None = None,
+    overrides: dict[str, Any] | None = None,
+    ratio: float | None = None,
+    tuned: dict[str, Any] | None = None,
+) -> Resolution:
+    """Every hyperparameter of a run with the layer it came from (module docstring's order);
+    each value parsed and checked against its declaration."""
+    spec = DATASETS.get(dataset).spec
+    doc = method_yaml(method)
+    table = method_hparams(method)
+    own = recipe_dataset(method, dataset)
+    per_dataset = dict((doc.get("datasets") or {}).get(own) or {}) if own else {}
+    per_ratio = per_dataset.pop("ratios", None) or {}
+    dataset_presets = per_dataset.pop("presets", None) or {}
+    via = f" (recipe of {dataset})" if own and own != dataset else ""
+    preset_values = dict(_check(preset, PRESETS, "preset"))
+    dataset_preset = preset_hparams(preset, dataset)
+
+    values: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+
+    def layer(source: str, items: dict[str, Any] | None) -> None:
+        for key, value in (items or {}).items():
+            if key not in table:
+                raise unknown_key(key, table, f"{method} on {dataset}, {source}")
+            values[key] = table[key].parse(value, f"{method} on {dataset}, {source}")
+            sources[key] = source
+
+    defaults = {k: p.default for k, p in table.items() if p.default is not REQUIRED}
+    engine = {k: v for k, v in defaults.items() if table[k] is _ENGINE.get(k)}
+    layer("engine default", engine)
+    layer(
+        f"{method} declaration",
+        {k: v for k, v in defaults.items() if k not in engine},
+    )
+    layer(f"dataset {dataset} (default backbone)", {"backbone": spec.backbone})
+    layer(f"protocol {protocol}", _check(protocol, PROTOCOLS, "protocol"))
+    layer(f"{method}.yaml defaults", doc.get("defaults"))
+    layer(f"{method}.yaml datasets.{own}{via}", per_dataset)
+    if ratio is not None:
+        layer(f"{method}.yaml datasets.{own}.ratios.{ratio:g}{via}", _by_ratio(per_ratio, ratio))
+    layer(f"{method}.yaml protocols.{protocol}", (doc.get("protocols") or {}).get(protocol))
+    recipe, recipe_sources = dict(values), dict(sources)
+    preset_keys = set(preset_values).union(*(values for _, values in dataset_preset))
+    if "epochs" in preset_keys and "steps" not in preset_keys and values.get("steps") is not None:
+        preset_values["steps"] = None  # a preset length replaces a YAML step count
+    layer(f"preset {preset}", preset_values)
+    for source, dataset_values in dataset_preset:
+        layer(f"preset {preset} ({source})", dataset_values)
+    layer(f"{method}.yaml presets.{preset}", (doc.get("presets") or {}).get(preset))
+    layer(f"{method}.yaml datasets.{own}.presets.{preset}{via}", dataset_presets.get(preset))
+    if epochs is not None:
+        layer(EPOCHS_LAYER, {"epochs": epochs, "steps": None})
+    layer(TUNED_LAYER, tuned)
+    layer(SET_LAYER, overrides)
+    _check_required(table, values, f"{method} on {dataset}")
+    scale_to_run(table, values, sources, recipe, recipe_sources, dataset, ratio)
+    return Resolution(values, sources, recipe=own if own != dataset else None)
+
+
+def _check_required(table: dict[str, HParam], values: dict[str, Any], where: str) -> None:
+    """A ConfigError naming the declared keys without a default that no layer gave."""
+    missing = sorted(k for k, p in table.items() if p.default is REQUIRED and k not in values)
+    if missing:
+        raise ConfigError(
+            f"{where}: no value for {', '.join(missing)}",
+            hint="give it in the method's YAML defaults or with --set KEY=VALUE",
+        )
+
+
+def resolve_hparams(
+    method: str,
+    dataset: str,
+    protocol: str = "official",
+    preset: str = "paper",
+    epochs: int | None = None,
+    overrides: dict[str, Any] | None = None,
+    ratio: float | None = None,
+) -> dict[str, Any]:
+    """The resolved values of :func:`resolve_layers`."""
+    return resolve_layers(method, dataset, protocol, preset, epochs, overrides, ratio).values
+
+
+def _left_out_of_identity(method: str, key: str, value: Any) -> bool:
+    """Speed-only keys, and engine keys declared after ids were published while they sit at
+    their default and the method's YAML does not name them (so those ids stay valid)."""
+    if key in SPEED_KEYS:
+        return True
+    param = next((p for p in ENGINE_HPARAMS if p.name == key), None)
+    if param is None or not param.late or value != param.default:
+        return False
+    return key not in yaml_keys(method)
+
+
+#: seeds are what torch, NumPy and Python's ``random`` accept alike; beyond, seeds that differ by
+#: 2**32 would train the same model under two run ids
+SEED_RANGE = range(2**32)
+
+
+def check_seed(seed: Any) -> int:
+    """``seed`` as an int in ``SEED_RANGE``; ConfigError naming the range otherwise."""
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed not in SEED_RANGE:
+        raise ConfigError(
+            f"seed {seed!r} is out of range", hint="seeds are integers with 0 <= seed < 2**32"
+        )
+    return seed
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    method: str
+    dataset: str
+    ratio: float
+    seed: int
+    protocol: str = "official"
+    hparams: dict[str, Any] = field(default_factory=dict)
+    data_options: dict[str, Any] = field(default_factory=dict)
+    preset: str = "paper"  # recorded, not hashed: its effect is in ``hparams``
+    #: recorded, not hashed: where each value came from, and the recipe dataset if not its own
+    sources: dict[str, str] = field(default_factory=dict)
+    recipe: str | None = None
+
+    def identity(self) -> dict[str, Any]:
+        d = asdict(self)
+        for key in ("preset", "sources", "recipe"):
+            d.pop(key)
+        d["hparams"] = {
+            k: v for k, v in d["hparams"].items() if not _left_out_of_identity(self.method, k, v)
+        }
+        return d
+
+    @property
+    def digest(self) -> str:
+        """The SHA-256 of the run's identity: ``result.json`` and the checkpoint carry it, so a
+        file written for another configuration is never taken as this run's."""
+        canonical = json.dumps(self.identity(), sort_keys=True, default=str)
+        return hashlib.sha256(canonical.encode()).hexdigest()
+
+    @property
+    def run_id(self) -> str:
+        return f"{self.dataset}_{self.method}_r{self.ratio:g}_s{self.seed}_{self.digest[:10]}"
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> RunConfig:
+        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
+
+
+def make_config(
+    method: str,
+    dataset: str,
+    ratio: float,
+    seed: int,
+    protocol: str = "official",
+    preset: str = "paper",
+    epochs: int | None = None,
+    overrides: dict[str, Any] | None = None,
+    data_options: dict[str, Any] | None = None,
+    tuned: dict[str, Any] | None = None,
+) -> RunConfig:
+    check_seed(seed)
+    resolved = resolve_layers(method, dataset, protocol, preset, epochs, overrides, ratio, tuned)
+    return RunConfig(
+        method=method,
+        dataset=dataset,
+        ratio=float(ratio),
+        seed=int(seed),
+        protocol=protocol,
+        hparams=resolved.values,
+        data_options=dict(data_options or {}),
+        preset=preset,
+        sources=resolved.sources,
+        recipe=resolved.recipe,
+    )

@@ -1,0 +1,243 @@
+"""The on-disk store of prepared splits: the npy layout and its manifest.
+
+Prepared splits use the LfF npy layout, one folder per split::
+
+    <split>/images.npy   uint8  N x H x W x C
+    <split>/attrs.npy    int64  N x 2   ([label, bias])
+
+plus a ``manifest.json`` per prepared dataset with its build parameters and the SHA-256 and size
+of every file (``seal_dataset`` writes it last: it marks the build complete), and every split's
+size, image shape and class x bias counts, which ``verify_dataset`` checks.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from debias_bench.data.contract import Split, range_problems
+from debias_bench.data.folder_swap import replace_dir
+from debias_bench.data.integrity import (
+    MANIFEST,
+    VERIFIED_CACHE,
+    completeness_problems,
+    record_stamps,
+    sha256,
+    stamp,
+)
+from debias_bench.errors import CorruptDataError
+
+SPLIT_FILES = ("images.npy", "attrs.npy")
+
+
+def split_digest(split: Split) -> str:
+    """SHA-256 of a split's images, labels and biases (families without a manifest)."""
+    digest = hashlib.sha256()
+    images = split.images.numpy() if isinstance(split.images, torch.Tensor) else split.images
+    for start in range(0, len(images), 4096):
+        digest.update(np.ascontiguousarray(images[start : start + 4096]).tobytes())
+    digest.update(split.labels.numpy().tobytes())
+    digest.update(split.biases.numpy().tobytes())
+    return digest.hexdigest()
+
+
+def ratio_dirname(ratio: float) -> str:
+    """1.0 -> '1pct', 0.5 -> '0.5pct' (the DisEnt / BiasEnsemble folder names)."""
+    return f"{ratio:g}pct"
+
+
+def save_split(folder: Path, split: Split) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    images = split.images.numpy() if isinstance(split.images, torch.Tensor) else split.images
+    np.save(folder / "images.npy", np.ascontiguousarray(images, dtype=np.uint8))
+    attrs = torch.stack([split.labels, split.biases], dim=1).numpy().astype(np.int64)
+    np.save(folder / "attrs.npy", attrs)
+
+
+def load_split(folder: Path, name: str, mmap: bool = False) -> Split:
+    """Read one split; ``mmap`` keeps the images on disk (for the 224-px sets)."""
+    paths = [folder / "images.npy", folder / "attrs.npy"]
+    for path in paths:
+        if not path.is_file():
+            raise CorruptDataError(
+                f"prepared split is incomplete: {path} is missing",
+                hint="delete the folder and run `bench data prepare` again",
+            )
+    try:
+        images = np.load(paths[0], mmap_mode="r" if mmap else None)
+        attrs = np.load(paths[1])
+    except (ValueError, OSError, EOFError) as exc:
+        raise CorruptDataError(
+            f"cannot read {paths[0].parent}: {exc}",
+            hint="delete the folder and run `bench data prepare` again",
+        ) from exc
+    if images.dtype != np.uint8 or images.ndim != 4 or attrs.ndim != 2 or attrs.shape[1] < 2:
+        raise CorruptDataError(
+            f"{folder}: expected uint8 images N x H x W x C and attrs N x 2, got "
+            f"{images.dtype} {images.shape} and {attrs.shape}"
+        )
+    return Split(
+        images=images if mmap else torch.from_numpy(images),
+        labels=torch.from_numpy(attrs[:, 0].astype(np.int64)),
+        biases=torch.from_numpy(attrs[:, 1].astype(np.int64)),
+        name=name,
+    )
+
+
+def publish_dataset(
+    staging: Path,
+    target: Path,
+    params: dict[str, Any],
+    shape: tuple[int, int] | None = None,
+) -> None:
+    """Write the manifest (parameters, checksums, sizes) last, check the new folder, and swap
+    it in for ``target`` (``replace_dir``: the old data stays whole until the new is in place).
+
+    The manifest also records every split's size, image shape and class x bias counts
+    (``shape`` = (num_classes, num_biases), inferred from the labels when not given), which
+    ``verify_dataset`` checks."""
+    seal_dataset(staging, params, shape)
+    replace_dir(staging, target)
+
+
+def seal_dataset(
+    staging: Path, params: dict[str, Any], shape: tuple[int, int] | None = None
+) -> None:
+    """Write the manifest of the finished build in ``staging`` (last: it marks the build
+    complete) and check the folder against it. Reading every split for its counts is the
+    check of the arrays (readable, labels and biases in range); then every listed file must be
+    there with its size. CorruptDataError when not, before any swap begins."""
+    skip = {staging / MANIFEST, staging / VERIFIED_CACHE}
+    files = sorted(p for p in staging.rglob("*") if p.is_file() and p not in skip)
+    rels = {p.relative_to(staging).as_posix(): p for p in files}
+    stamps = {rel: stamp(p, "") for rel, p in rels.items()}  # size and mtime before hashing
+    for rel, p in rels.items():
+        stamps[rel][2] = sha256(p)
+    manifest: dict[str, Any] = {
+        "params": params,
+        "files": {rel: digest for rel, (_, _, digest) in stamps.items()},
+        "sizes": {rel: size for rel, (size, _, _) in stamps.items()},
+    }
+    if shape is None:
+        shape = infer_shape(staging)
+    if shape is not None:
+        manifest["shape"] = list(shape)
+        manifest["splits"] = describe_dataset(staging, *shape)
+    _write_manifest(staging, manifest)
+    record_stamps(staging, stamps)  # just hashed: the up-front check trusts them (a stat)
+    problems = completeness_problems(staging)
+    if problems:
+        raise CorruptDataError(
+            f"the new build in {staging} failed its check: {problems[0]}",
+            hint="the data in use was left as it was; build again",
+        )
+
+
+def _write_manifest(folder: Path, manifest: dict[str, Any]) -> None:
+    """Write ``manifest.json`` whole or not at all (temporary name, fsync, rename)."""
+    tmp = folder / f"{MANIFEST}.tmp"
+    with open(tmp, "w") as handle:
+        handle.write(json.dumps(manifest, indent=2, sort_keys=True))
+        handle.flush()
+        with contextlib.suppress(OSError):
+            os.fsync(handle.fileno())
+    os.replace(tmp, folder / MANIFEST)
+
+
+def verify_manifest(folder: Path) -> list[str]:
+    """Problems found when re-hashing a prepared dataset (empty list: all good)."""
+    manifest_path = folder / "manifest.json"
+    if not manifest_path.is_file():
+        return [f"{manifest_path} is missing"]
+    manifest = json.loads(manifest_path.read_text())
+    problems, stamps = [], {}
+    for rel, digest in manifest["files"].items():
+        path = folder / rel
+        if not path.is_file():
+            problems.append(f"{path} is missing")
+            continue
+        now = stamp(path, digest)
+        if sha256(path) != digest:
+            problems.append(f"{path} does not match its checksum")
+        else:
+            stamps[rel] = now
+    record_stamps(folder, stamps)
+    return problems
+
+
+def split_folders(folder: Path) -> list[Path]:
+    """Every prepared split under a dataset folder (each holds ``images.npy``)."""
+    return sorted(p.parent for p in folder.rglob("images.npy"))
+
+
+def describe_split(folder: Path, num_classes: int, num_biases: int) -> dict[str, Any]:
+    """Sample count, image shape and the class x bias count matrix of one prepared split."""
+    images = np.load(folder / "images.npy", mmap_mode="r")
+    labels, biases = read_attrs(folder)
+    problems = range_problems(folder.name, labels, biases, num_classes, num_biases)
+    if problems:
+        raise CorruptDataError(f"{folder}: {'; '.join(problems)}")
+    counts = np.bincount(labels * num_biases + biases, minlength=num_classes * num_biases)
+    return {
+        "n": len(labels),
+        "image_shape": list(images.shape[1:]),
+        "counts": counts.reshape(num_classes, num_biases).tolist(),
+    }
+
+
+def read_attrs(folder: Path) -> tuple[np.ndarray, np.ndarray]:
+    """(labels, biases) of the prepared split in ``folder`` (its small ``attrs.npy`` only)."""
+    attrs = np.load(folder / "attrs.npy")
+    if attrs.ndim != 2 or attrs.shape[1] < 2:
+        raise CorruptDataError(f"{folder / 'attrs.npy'}: expected N x 2, got {attrs.shape}")
+    return attrs[:, 0].astype(np.int64), attrs[:, 1].astype(np.int64)
+
+
+def describe_dataset(folder: Path, num_classes: int, num_biases: int) -> dict[str, Any]:
+    """``describe_split`` for every split, keyed by its path relative to ``folder``."""
+    return {
+        str(p.relative_to(folder)): describe_split(p, num_classes, num_biases)
+        for p in split_folders(folder)
+    }
+
+
+def verify_dataset(folder: Path, num_classes: int, num_biases: int) -> list[str]:
+    """Checksums (``verify_manifest``) plus counts and image sizes against the manifest."""
+    problems = verify_manifest(folder)
+    manifest_path = folder / "manifest.json"
+    if not manifest_path.is_file():
+        return problems
+    manifest = json.loads(manifest_path.read_text())
+    expected = manifest.get("splits")
+    if expected is None:
+        return problems
+    num_classes, num_biases = manifest.get("shape", (num_classes, num_biases))
+    for rel, want in expected.items():
+        if not all((folder / rel / name).is_file() for name in SPLIT_FILES):
+            continue  # already reported as missing
+        try:
+            got = describe_split(folder / rel, num_classes, num_biases)
+        except (ValueError, OSError, EOFError) as exc:
+            problems.append(f"{folder / rel}: cannot read ({exc})")
+            continue
+        for key in ("n", "image_shape", "counts"):
+            if got[key] != want[key]:
+                problems.append(f"{folder / rel}: {key} is {got[key]}, manifest says {want[key]}")
+    return problems
+
+
+def infer_shape(folder: Path) -> tuple[int, int] | None:
+    """(num_classes, num_biases) as 1 + the largest label and bias in any split."""
+    most = [-1, -1]
+    for split in split_folders(folder):
+        attrs = np.load(split / "attrs.npy")
+        if len(attrs):
+            most = [max(most[0], int(attrs[:, 0].max())), max(most[1], int(attrs[:, 1].max()))]
+    return None if most[0] < 0 else (most[0] + 1, most[1] + 1)

@@ -1,0 +1,1 @@
+"""Plugins: modules that register extra methods, datasets, launchers, tables or trackers."""

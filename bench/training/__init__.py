@@ -1,0 +1,2 @@
+"""Training: the engine, the method interface, optimisers, backbones, acceleration, metrics, Neural
+Collapse, CAM."""

@@ -1,0 +1,475 @@
+"""The training loop: step-based, with evaluation cadence, selection, checkpoints and resume.
+
+A run is a pure function of its config: the same config on the same machine gives the same
+numbers, and a run stopped at any step and resumed from its checkpoint ends exactly where an
+uninterrupted run would (batch order is a function of ``(seed, epoch)``; RNG states, the
+method's state, the selection tracker and the running loss sums are checkpointed).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import math
+import random
+import resource
+import sys
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from debias_bench import __version__
+from debias_bench.config.hparams import EngineParams
+from debias_bench.config.run_config import RunConfig
+from debias_bench.data.contract import Splits, TrainStream, resize_split, resized_spec
+from debias_bench.data.family import DatasetFamily, build_lock
+from debias_bench.data.iid import iid_valid
+from debias_bench.errors import BenchError
+from debias_bench.registry import DATASETS, METHODS
+from debias_bench.runs.provenance import config_json
+from debias_bench.runs.states import FailReason, RunFailure
+from debias_bench.runs.store import RunDir
+from debias_bench.training.acceleration import accelerate, amp_dtype, autocast
+from debias_bench.training.method import Method, TrainEnv
+from debias_bench.training.metrics import SelectionTracker, collect_features, evaluate_split
+from debias_bench.training.nc import neural_collapse_by_alignment
+
+
+class Interrupted(Exception):
+    """Raised after a checkpoint when the run was asked to stop (signal, preemption, test)."""
+
+
+class Diverged(RunFailure):
+    """A training scalar became NaN or infinite: the run ends as failed (reason: diverged) at
+    the first evaluation that sees it, and never gives a number."""
+
+    def __init__(self, step: int, scalars: dict[str, float]) -> None:
+        bad = ", ".join(f"{k}={v}" for k, v in sorted(scalars.items()) if not math.isfinite(v))
+        super().__init__(
+            FailReason.DIVERGED,
+            f"diverged at step {step}: {bad}",
+            hint="lower the learning rate (`bench config METHOD DATASET` shows it) and rerun "
+            "with --retry-failed",
+            step=step,
+        )
+
+
+def _finite(value: Any) -> Any:
+    """``value`` with every non-finite float replaced by None (metrics.jsonl is strict JSON)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
+
+
+class Progress:
+    """Callbacks the engine calls; the CLI shows them as bars or log lines."""
+
+    def start(self, run_id: str, total_steps: int, start_step: int) -> None: ...
+
+    def advance(self, step: int) -> None: ...
+
+    def evaluated(self, record: dict[str, Any]) -> None: ...
+
+    def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class DataPlace:
+    raw_root: Path
+    data_root: Path
+
+
+def resolve_device(name: str = "auto") -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        from debias_bench.errors import ConfigError
+
+        raise ConfigError(
+            "--device cuda requested but no CUDA device is visible", hint="use --device cpu"
+        )
+    return torch.device(name)
+
+
+def _limit(split: Any, limit: int | None, seed: int) -> Any:
+    if not limit or limit >= len(split):
+        return split
+    rows = torch.randperm(len(split), generator=torch.Generator().manual_seed(seed))[:limit]
+    return split.subset(rows.sort().values)
+
+
+_DATA_CACHE: dict[tuple, tuple[DatasetFamily, Splits]] = {}
+
+
+def load_data(config: RunConfig, place: DataPlace) -> tuple[DatasetFamily, Splits]:
+    """The run's dataset family and splits (subsampled by ``train_limit`` / ``eval_limit``,
+    resized to ``image_size``; the family returned then carries the resized spec).
+
+    The last loaded dataset is cached, so a sweep does not re-read it for every run."""
+    key = (config.dataset, config.ratio, repr(sorted(config.data_options.items())), place)
+    if key not in _DATA_CACHE:
+        family = DATASETS.get(config.dataset)(
+            place.raw_root, place.data_root, **config.data_options
+        )
+        _DATA_CACHE.clear()
+        with build_lock(family):
+            _DATA_CACHE[key] = (family, family.load(config.ratio))
+    family, splits = _DATA_CACHE[key]
+    hp = EngineParams.of(config.hparams)
+    subset_seed = int(config.data_options.get("data_seed", 0))  # same subset for every method
+    splits = Splits(
+        train=_limit(splits.train, hp.train_limit, subset_seed),
+        valid=_limit(splits.valid, hp.eval_limit, subset_seed + 1),
+        test=_limit(splits.test, hp.eval_limit, subset_seed + 2),
+    )
+    side = hp.image_size
+    if side and (side, side) != tuple(family.spec.image_size):
+        family = copy.copy(family)  # the cached family keeps its own spec
+        family.spec = resized_spec(family.spec, side)
+        splits = Splits(*(resize_split(split, side) for split in splits))
+    return family, splits
+
+
+def _seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def _rng_state() -> dict[str, Any]:
+    state = {
+        "python": random.getstate(),
+        "numpy": np.random.get_state(),
+        "torch": torch.get_rng_state(),
+    }
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def _set_rng_state(state: dict[str, Any]) -> None:
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def _peak_memory_mb(device: torch.device) -> float:
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device) / 2**20
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux, bytes on macOS
+    return rss / (2**20 if sys.platform == "darwin" else 2**10)
+
+
+#: a dataset family and its splits, as ``load_data`` returns them
+LoadedData = tuple[DatasetFamily, Splits]
+
+
+def _setup(
+    config: RunConfig, place: DataPlace, device: torch.device, data: LoadedData | None = None
+) -> tuple[DatasetFamily, Splits, TrainStream, Method]:
+    """Data (``data``, else loaded), batch stream and a freshly initialised method (seeded by
+    the run seed). A method that keeps state its checkpoint would lose is refused here, before
+    it trains (:meth:`Method.checkpointed`)."""
+    method_cls: type[Method] = METHODS.get(config.method)
+    hp = method_cls.Params.of(config.hparams)
+    family, splits = data or load_data(config, place)
+    stream = TrainStream(splits.train, family.spec, hp.batch_size, config.seed, device)
+    total_steps = hp.steps or hp.epochs * stream.steps_per_epoch
+    env = TrainEnv(device, len(splits.train), stream.steps_per_epoch, total_steps, config.seed)
+    _seed_everything(config.seed)
+    method = method_cls(family.spec, hp, env)
+    method.checkpointed()
+    return family, splits, stream, method
+
+
+def restore_method(
+    run_dir: RunDir, place: DataPlace, device: torch.device
+) -> tuple[Method, DatasetFamily, Splits]:
+    """A run's method with the weights of its latest checkpoint, in eval mode."""
+    config = RunConfig.from_json(run_dir.config())
+    family, splits, _, method = _setup(config, place, device)
+    checkpoint = run_dir.load_checkpoint()
+    if checkpoint is None:
+        raise BenchError(f"{run_dir.path} has no checkpoint", hint="train it with `bench run`")
+    method.load_state_dict(checkpoint["method"])
+    method.eval_mode()
+    return method, family, splits
+
+
+def _neural_collapse(
+    method: Method, split: Any, spec: Any, batch_size: int, device: torch.device
+) -> dict[str, Any]:
+    feats = collect_features(method.features, split, spec, batch_size, device)
+    weight = method.classifier_weight()
+    return neural_collapse_by_alignment(feats, split.labels, split.biases, weight)
+
+
+@contextlib.contextmanager
+def pinned_threads(threads: int | None) -> Iterator[None]:
+    """Run the block with ``threads`` CPU threads (None: leave the setting alone)."""
+    if not threads:
+        yield
+        return
+    before = torch.get_num_threads()
+    torch.set_num_threads(int(threads))
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def _check_fingerprint(
+    run_dir: RunDir, checkpoint: dict[str, Any] | None, fingerprint: str
+) -> None:
+    """A run that resumes on data that changed since its checkpoint was written is stopped (it
+    would mix two datasets). The fingerprint is recorded in the checkpoint, the live status and
+    the result; config.json, written once when the run is planned, does not hold it."""
+    before = (checkpoint or {}).get("data_fingerprint")
+    if before and before != fingerprint:
+        raise BenchError(
+            f"{run_dir.run_id}: the prepared data changed since the run started "
+            f"(fingerprint {before} -> {fingerprint})",
+            hint=f"delete {run_dir.checkpoint_path} to retrain it on the current data",
+        )
+    run_dir.heartbeat(data_fingerprint=fingerprint)
+
+
+def train_run(
+    config: RunConfig,
+    run_dir: RunDir,
+    place: DataPlace,
+    device: torch.device,
+    progress: Progress | None = None,
+    should_stop: Callable[[int], bool] = lambda step: False,
+    data: LoadedData | None = None,
+) -> dict[str, Any]:
+    """Train (or resume) one run to completion and write its ``result.json``.
+
+    ``should_stop(step)`` is polled after every step; when it returns True the run checkpoints
+    and raises :class:`Interrupted`. The run uses ``num_threads`` CPU threads when it sets them.
+    ``data`` replaces the dataset the config names (benchmarks on synthetic tensors).
+    """
+    with pinned_threads(EngineParams.of(config.hparams).num_threads):
+        return _train(config, run_dir, place, device, progress or Progress(), should_stop, data)
+
+
+def _train(
+    config: RunConfig,
+    run_dir: RunDir,
+    place: DataPlace,
+    device: torch.device,
+    progress: Progress,
+    should_stop: Callable[[int], bool],
+    data: LoadedData | None,
+) -> dict[str, Any]:
+    run_dir.plan(config_json(config))  # when no sweep planned it (benchmarks, analyses)
+    training = _Training(config, run_dir, place, device, data)
+    training.resume_or_prepare()
+    progress.start(run_dir.run_id, training.total_steps, training.tally.step)
+    try:
+        training.loop(progress, should_stop)
+    except (Diverged, Interrupted):  # a run that ends early closes its progress too
+        progress.close()
+        raise
+    progress.close()
+    result = training.result()
+    run_dir.write_result(result)
+    return result
+
+
+@dataclass
+class _Tally:
+    """Where a run stands: steps done, the training scalars summed since the last evaluation
+    (``count`` updates), and the seconds spent preparing and training (training includes
+    preparation)."""
+
+    step: int = 0
+    sums: dict[str, Any] = field(default_factory=dict)
+    count: int = 0
+    train_time: float = 0.0
+    prepare_time: float = 0.0
+
+    def add(self, scalars: Mapping[str, torch.Tensor | float], seconds: float) -> None:
+        """Count one update's scalars (tensors stay on their device until an evaluation)."""
+        for key, value in scalars.items():
+            self.sums[key] = self.sums.get(key, 0.0) + (
+                value.detach() if torch.is_tensor(value) else value
+            )
+        self.count += 1
+        self.step += 1
+        self.train_time += seconds
+
+    def take_means(self) -> dict[str, float]:
+        """The scalars' means since the last evaluation; the sums start again."""
+        means = {k: float(v) / max(self.count, 1) for k, v in self.sums.items()}
+        self.sums, self.count = {}, 0
+        return means
+
+
+class _Training:
+    """One run's training as named steps: set up (:meth:`__init__`), resume from the checkpoint
+    or prepare the method, :meth:`loop` over updates with an :meth:`evaluate` every
+    ``eval_every`` steps and a :meth:`save` after each, and the :meth:`result`."""
+
+    def __init__(
+        self,
+        config: RunConfig,
+        run_dir: RunDir,
+        place: DataPlace,
+        device: torch.device,
+        data: LoadedData | None,
+    ) -> None:
+        self.config, self.run_dir, self.device = config, run_dir, device
+        self.family, self.splits, self.stream, self.method = _setup(config, place, device, data)
+        self.hp = hp = self.method.hp
+        self.checkpoint = run_dir.load_checkpoint()
+        self.fingerprint = self.family.fingerprint(config.ratio) if data is None else None
+        if self.fingerprint is not None:
+            _check_fingerprint(run_dir, self.checkpoint, self.fingerprint)
+        accelerate(self.method.modules(), hp, device)
+        self.amp = amp_dtype(hp.amp, device)
+        self.total_steps = self.method.env.total_steps
+        steps_per_epoch = self.stream.steps_per_epoch
+        self.eval_every = hp.eval_every or max(1, round(hp.eval_every_epochs * steps_per_epoch))
+        self.tracker = SelectionTracker()
+        self.iid, self.iid_note = iid_valid(self.splits.valid, config.ratio, config.seed)
+        if device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(device)
+        self.tally = _Tally()
+
+    def resume_or_prepare(self) -> None:
+        """Restore the checkpoint's state, or run the method's preparation stage (checkpointed
+        when it is expensive, so that a resume does not redo it)."""
+        checkpoint = self.checkpoint
+        if checkpoint is not None:
+            self.method.load_state_dict(checkpoint["method"])
+            self.tracker.load_state_dict(checkpoint["tracker"])
+            _set_rng_state(checkpoint["rng"])
+            self.tally = _Tally(
+                step=checkpoint["step"],
+                sums=checkpoint["loss_sums"],
+                count=checkpoint["loss_count"],
+                train_time=checkpoint["train_time"],
+                prepare_time=checkpoint["prepare_time"],
+            )
+            self.run_dir.truncate_metrics(self.tally.step)
+            return
+        started = time.perf_counter()
+        self.method.train_mode()
+        self.method.prepare(self.splits)
+        prepare_time = time.perf_counter() - started
+        self.tally = _Tally(train_time=prepare_time, prepare_time=prepare_time)
+        if prepare_time > 0.5:
+            self.save()
+
+    def loop(self, progress: Progress, should_stop: Callable[[int], bool]) -> None:
+        """Update until ``total_steps``: evaluate on the cadence, stop (after a checkpoint) when
+        ``should_stop`` says so."""
+        tally, hp = self.tally, self.hp
+        batches = self.stream.batches(start_step=tally.step)
+        nc_split = (
+            _limit(self.splits.train, hp.nc_limit, self.config.seed + 3) if hp.track_nc else None
+        )
+        self.method.train_mode()
+        while tally.step < self.total_steps:
+            tick = time.perf_counter()
+            with autocast(self.amp, self.device):
+                scalars = self.method.update(next(batches))
+            tally.add(scalars, time.perf_counter() - tick)
+            progress.advance(tally.step)
+            if tally.step % self.eval_every == 0 or tally.step == self.total_steps:
+                record = self.evaluate(nc_split)
+                progress.evaluated(record)
+            if tally.step < self.total_steps and should_stop(tally.step):
+                self.save()
+                raise Interrupted(
+                    f"{self.run_dir.run_id} stopped at step {tally.step}; rerun to resume"
+                )
+
+    def evaluate(self, nc_split: Any | None) -> dict[str, Any]:
+        """Evaluate at the current step: the metrics record (appended to metrics.jsonl), the
+        selection tracker, a checkpoint and the heartbeat. Diverged training raises
+        :class:`Diverged` instead."""
+        step, method, spec, device = self.tally.step, self.method, self.family.spec, self.device
+        train_means = self.tally.take_means()
+        if not all(math.isfinite(v) for v in train_means.values()):
+            raise Diverged(step, train_means)
+
+        def accuracy(split: Any) -> dict[str, Any]:
+            return evaluate_split(method.predict, split, spec, self.hp.eval_batch_size, device)
+
+        method.eval_mode()
+        with autocast(self.amp, device):
+            record = {
+                "step": step,
+                "epoch": step / self.stream.steps_per_epoch,
+                "train": train_means,
+                "valid": accuracy(self.splits.valid),
+                "test": accuracy(self.splits.test),
+                **({"valid_iid": accuracy(self.iid)} if self.iid is not None else {}),
+                "train_time_s": self.tally.train_time,
+            }
+            if nc_split is not None:
+                record["nc"] = _neural_collapse(
+                    method, nc_split, spec, self.hp.eval_batch_size, device
+                )
+        method.train_mode()
+        self.tracker.update(record)
+        self.run_dir.append_metrics(_finite(record))
+        self.save()
+        self.run_dir.heartbeat(step=step, total_steps=self.total_steps)
+        return record
+
+    def save(self) -> None:
+        """Checkpoint everything a resume needs to end where an uninterrupted run would."""
+        tally = self.tally
+        self.run_dir.save_checkpoint(
+            {
+                "step": tally.step,
+                "method": self.method.state_dict(),
+                "tracker": self.tracker.state_dict(),
+                "rng": _rng_state(),
+                "loss_sums": {k: float(v) for k, v in tally.sums.items()},
+                "loss_count": tally.count,
+                "train_time": tally.train_time,
+                "prepare_time": tally.prepare_time,
+                "data_fingerprint": self.fingerprint,
+            }
+        )
+
+    def result(self) -> dict[str, Any]:
+        """What ``result.json`` holds."""
+        config, device, tally = self.config, self.device, self.tally
+        return {
+            "run_id": self.run_dir.run_id,
+            "method": config.method,
+            "dataset": config.dataset,
+            "ratio": config.ratio,
+            "seed": config.seed,
+            "protocol": config.protocol,
+            "preset": config.preset,
+            "selections": self.tracker.state_dict(),
+            "steps": self.total_steps,
+            "epochs": self.total_steps / self.stream.steps_per_epoch,
+            "train_size": len(self.splits.train),
+            "train_time_s": tally.train_time,
+            "prepare_time_s": tally.prepare_time,
+            "peak_memory_mb": _peak_memory_mb(device),
+            "device": str(device),
+            "data_version": self.family.version(),
+            "data_fingerprint": self.fingerprint,
+            "valid_iid": self.iid_note,  # how the in-distribution split was built, or why none
+            "code_version": __version__,
+            "finished": time.time(),
+        }
