@@ -11,6 +11,7 @@ tests/test_readme_*.py); the docs environment of tox installs exactly the ``docs
 from __future__ import annotations
 
 import configparser
+import importlib.util
 import json
 import os
 import re
@@ -202,12 +203,84 @@ def test_every_count_of_methods_is_the_registrys(registries):
 
 
 def test_the_run_states_and_failure_reasons_listed_are_the_enums():
-    from debias_bench.runs.states import FailReason, RunState
+    from debias_bench.errors import FailReason
+    from debias_bench.runs.states import RunState
 
     listed = " ".join(text_of(DOCS / "sweeps.md").split())  # a value may wrap across lines
     missing = [s.value for s in RunState if f"`{s.value}`" not in listed]
     missing += [r.value for r in FailReason if f"`{r.value}`" not in listed]
     assert not missing, f"docs/sweeps.md does not list: {missing}"
+
+
+DOTTED = re.compile(r"\bdebias_bench(?:\.[A-Za-z_][A-Za-z0-9_]*)+")
+FILE_PATH = re.compile(r"`((?:bench|methods|datasets|scripts|tests|results)/[\w./-]+\.\w+)`")
+
+#: resolve dotted names (module, then attributes) in a fresh interpreter; prints the failures
+RESOLVE = """
+import importlib, json, sys, warnings
+warnings.simplefilter("error", DeprecationWarning)  # an old path is not a documented one
+failed = []
+for name in json.loads(sys.stdin.read()):
+    parts = name.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        try:
+            for attr in parts[cut:]:
+                obj = getattr(obj, attr)
+        except AttributeError:
+            failed.append(name)
+        break
+    else:
+        failed.append(name)
+print(json.dumps(failed))
+"""
+
+
+def test_every_module_and_name_the_docs_cite_exists():
+    """``debias_bench.x.y`` anywhere in the docs imports (at its current path, not a deprecated
+    one), and every repository file they cite in backticks is there (placeholders such as
+    ``<dataset>.csv`` and the examples' own ``my_*`` files aside)."""
+    texts = {path: text_of(path) for path in [README, *pages()]}
+    names = sorted({name for text in texts.values() for name in DOTTED.findall(text)})
+    done = subprocess.run(
+        [sys.executable, "-c", RESOLVE],
+        input=json.dumps(names),
+        env=built_in_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == [], "cited in the docs, not in the code"
+    files = {name for text in texts.values() for name in FILE_PATH.findall(text)}
+    examples = {name for name in files if "<" in name or Path(name).name.startswith("my_")}
+    missing = sorted(name for name in files - examples if not (REPO / name).exists())
+    assert not missing, f"files the docs cite that do not exist: {missing}"
+
+
+def test_the_architecture_page_lists_the_plugin_api_and_the_moves():
+    import debias_bench
+
+    page = text_of(DOCS / "architecture.md")
+    api = table_after(page, "| for | names |")
+    listed = [name for row in api for name in re.findall(r"`([^`]+)`", row[1])]
+    assert sorted(listed) == sorted(set(debias_bench.__all__) - {"__version__"})
+    moves = {
+        f"debias_bench.{old.strip('`')}": f"debias_bench.{new.strip('`')}"
+        for old, new in table_after(page, "| old module | new module |")
+        if new != "unchanged"
+    }
+    assert debias_bench.MOVED.items() <= moves.items(), "a move the page does not list"
+    unmoved = [old for old in moves if old not in debias_bench.MOVED]
+    assert sorted(unmoved) == sorted(
+        f"debias_bench.{name}" for name in ("config", "data", "perf", "selection")
+    ), "the page's notes cover these (packages that forward their names; a new module)"
+    missing = [module for module in moves.values() if importlib.util.find_spec(module) is None]
+    assert not missing, f"new homes that do not exist: {missing}"
 
 
 # ------------------------------------------------------------------------------ examples
