@@ -1,6 +1,11 @@
-"""Errors that reach the user: each names the problem and, where there is one, the fix."""
+"""Errors that reach the user: each names the problem and, where there is one, the fix; and
+why a run fails (:class:`FailReason`, raised inside a run as :class:`RunFailure`). The run
+states themselves live in :mod:`debias_bench.runs.states`."""
 
 from __future__ import annotations
+
+from enum import Enum
+from typing import Any
 
 
 class BenchError(Exception):
@@ -29,3 +34,39 @@ class CorruptDataError(BenchError, ValueError):
 
 class ConfigError(BenchError, ValueError):
     """An invalid hyperparameter, override or combination."""
+
+
+class FailReason(str, Enum):
+    """Why a run failed: a small declared set, recorded as ``reason`` in ``status.json``
+    (with the details in ``error``)."""
+
+    CRASHED = "crashed"  # an exception in the run (a bug, a bad config, a corrupt checkpoint)
+    DIVERGED = "diverged"  # a logged scalar became NaN or infinite
+    TIMED_OUT = "timed out"  # the launcher's --timeout
+    DISK_FULL = "disk full"  # ENOSPC / EDQUOT while writing the run store
+    WRITE_ERROR = "write error"  # another OSError while writing the run store
+    KILLED = "killed by signal"  # the worker was killed (SIGKILL, OOM killer) mid-run
+    DIED = "process died"  # it vanished without recording an outcome, too often
+    NOT_STARTED = "did not start"  # the worker or job ended before the run started
+    BAD_PREDICTIONS = "bad predictions"  # predict() gave non-finite logits or a wrong shape
+    BAD_DATA = "bad data"  # the data it read failed a check (labels out of range, checksum)
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
+
+class RunFailure(BenchError):
+    """Raised inside a run to end it as ``failed`` with a declared reason (the engine raises
+    ``RunFailure(FailReason.DIVERGED, "train loss is nan at step 120", step=120)``).
+
+    ``fields`` are recorded in ``status.json`` next to ``reason`` and ``error``."""
+
+    def __init__(
+        self, reason: FailReason, message: str, hint: str | None = None, **fields: Any
+    ) -> None:
+        super().__init__(message, hint)
+        self.reason = FailReason(reason)
+        self.fields = fields

@@ -23,6 +23,7 @@ import numpy as np
 import torch
 
 from debias_bench.data.contract import Split
+from debias_bench.data.family import ratio_dirname
 from debias_bench.errors import CorruptDataError, DataNotFoundError
 
 from .images import decode_files
@@ -112,7 +113,6 @@ def scan_flat_or_nested(folder: Path, num_classes: int, what: str) -> list[Recor
 
 def find_ratio_dir(root: Path, ratio: float, what: str) -> Path:
     """``root/<ratio>pct``, or a clear error listing the ratios that do exist."""
-    from debias_bench.data.family import ratio_dirname
 
     folder = root / ratio_dirname(ratio)
     if not folder.is_dir():

@@ -39,6 +39,13 @@ from debias_bench.data.integrity import MANIFEST, completeness_problems
 from debias_bench.data.options import DataOption
 from debias_bench.errors import CorruptDataError, DataNotFoundError
 
+from .folder_layout import (
+    find_ratio_dir,
+    read_records,
+    scan_class_folders,
+    scan_flat_or_nested,
+)
+
 
 def read_lff_split(folder: Path, name: str, spec: DatasetSpec) -> Split:
     """One LfF split, checked against the family's image size and label ranges."""
@@ -115,12 +122,6 @@ def import_lff(family: DatasetFamily, source: Path, ratio: float) -> Path:
 
 def import_disent(family: DatasetFamily, root: Path, ratio: float) -> Path:
     """Read the DisEnt PNG layout (``cmnist/`` or ``cifar10c/`` folder) for ``ratio``."""
-    from .folder_layout import (
-        find_ratio_dir,
-        read_records,
-        scan_class_folders,
-        scan_flat_or_nested,
-    )
 
     ratio = family.check_ratio(ratio)
     spec = family.spec

@@ -17,11 +17,10 @@ from debias_bench.config.run_config import make_config
 from debias_bench.launchers.run_one import run_one
 from debias_bench.launchers.scheduler import LiveSummary, summary_line
 from debias_bench.runs.heartbeat import Heartbeat
-from debias_bench.runs.progress import Live, LogLines, Pace, sweep_eta
+from debias_bench.runs.progress import Live, LogLines, Pace, Progress, sweep_eta
 from debias_bench.runs.provenance import config_json
 from debias_bench.runs.states import RunState
 from debias_bench.runs.store import RunStore
-from debias_bench.training.engine import Progress
 
 
 def test_pace_times_the_steps_after_the_first():

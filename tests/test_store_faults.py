@@ -25,8 +25,9 @@ from conftest import assert_close_nested, run_bench
 
 from debias_bench.cli import main
 from debias_bench.config.run_config import make_config
+from debias_bench.errors import FailReason
 from debias_bench.launchers.run_one import run_one
-from debias_bench.runs.states import FailReason, RunState
+from debias_bench.runs.states import RunState
 from debias_bench.runs.store import RunStore
 from debias_bench.training.engine import Interrupted, train_run
 

@@ -10,15 +10,13 @@ import pytest
 from planted import finish, plant
 
 from debias_bench.cli import main
-from debias_bench.errors import CorruptDataError
+from debias_bench.errors import CorruptDataError, FailReason, RunFailure
 from debias_bench.runs.jsonio import write_atomic
 from debias_bench.runs.states import (
     STALE_AFTER_S,
     SUCCESS,
     Facts,
-    FailReason,
     IllegalTransition,
-    RunFailure,
     RunState,
     classify,
     decide,

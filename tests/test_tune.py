@@ -27,11 +27,11 @@ from debias_bench.commands.tune import plan_cells, score_cell
 from debias_bench.config.hparams import HParam
 from debias_bench.config.run_config import make_config
 from debias_bench.config.search import Around
-from debias_bench.errors import ConfigError
+from debias_bench.errors import ConfigError, FailReason
 from debias_bench.registry import DATASETS, METHODS
 from debias_bench.reporting import load_records
 from debias_bench.runs.provenance import config_json
-from debias_bench.runs.states import FailReason, RunState
+from debias_bench.runs.states import RunState
 from debias_bench.runs.store import RunStore
 
 SPACE = {

@@ -39,6 +39,7 @@ import torch
 from debias_bench import __version__
 from debias_bench.errors import BenchError, CorruptDataError
 from debias_bench.launchers.preflight import check_store
+from debias_bench.launchers.run_one import provenance
 from debias_bench.reporting.records import COUNTS, load_records
 from debias_bench.reporting.stats import difference
 from debias_bench.runs.jsonio import read_json, write_json
@@ -67,7 +68,6 @@ def metric_key(selection: str, split: str, metric: str) -> str:
 
 def environment() -> dict[str, Any]:
     """What produced the numbers: CPU results are bitwise stable only on the same stack."""
-    from debias_bench.launchers.run_one import provenance
 
     device = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
     return {

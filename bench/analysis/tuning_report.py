@@ -29,6 +29,7 @@ from debias_bench.analysis.tuning import (
     valid_split_note,
 )
 from debias_bench.errors import ConfigError
+from debias_bench.reporting.figures import save_png_pdf
 from debias_bench.reporting.layout import (
     bias_marker,
     dataset_name,
@@ -408,8 +409,6 @@ def plot_tuning(tuned: TunedFile, output: Path) -> list[Path]:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
-    from debias_bench.reporting.figures import save_png_pdf
 
     methods = method_order([c.method for c in tuned.cells])
     keys = {

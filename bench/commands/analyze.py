@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from debias_bench.analysis.ablations import ABLATIONS, ablation_frame, get_ablation, plot_ablation
+from debias_bench.analysis.tuning import TUNED_FILE, read_tuned
+from debias_bench.analysis.tuning_report import plot_tuning
 from debias_bench.errors import BenchError
 from debias_bench.reporting.figures import save_png_pdf
 from debias_bench.runs.store import RunDir, RunStore
@@ -132,8 +134,6 @@ def cmd_ablation(args: argparse.Namespace) -> int:
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
-    from debias_bench.analysis.tuning import TUNED_FILE, read_tuned
-    from debias_bench.analysis.tuning_report import plot_tuning
 
     for path in plot_tuning(read_tuned(Path(args.out) / TUNED_FILE), Path(args.output)):
         print(f"wrote {path}", file=sys.stderr)

@@ -12,8 +12,11 @@ from tabulate import tabulate
 
 from debias_bench import paths
 from debias_bench.config.run_config import parse_overrides
+from debias_bench.data.download import fetch
 from debias_bench.data.family import build_lock, describe_dataset, fixture_root
 from debias_bench.data.options import data_options_by_dataset
+from debias_bench.datasets import lff_npy, loading_bench
+from debias_bench.datasets.lff_npy import ImportableFamily, exports_lff
 from debias_bench.errors import BenchError, ConfigError, CorruptDataError
 from debias_bench.registry import DATASETS
 
@@ -142,7 +145,6 @@ def cmd_fixture(args: argparse.Namespace) -> int:
 
 def cmd_download(args: argparse.Namespace) -> int:
     """Fetch a dataset's public raw sources into the raw root (checksums checked)."""
-    from debias_bench.data.download import fetch
 
     raw = paths.raw_root(args.raw_root)
     failed = []
@@ -170,7 +172,6 @@ def cmd_options(args: argparse.Namespace) -> int:
 def _lff_family(args: argparse.Namespace, verb: str) -> ImportableFamily:
     """The family of ``args.name`` when it can ``verb`` ("import", "export") the LfF layouts;
     a ConfigError naming the datasets that can, when not."""
-    from debias_bench.datasets.lff_npy import ImportableFamily, exports_lff
 
     def able(cls: type) -> bool:
         return exports_lff(cls) if verb == "export" else issubclass(cls, ImportableFamily)
@@ -191,7 +192,6 @@ def _lff_family(args: argparse.Namespace, verb: str) -> ImportableFamily:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from debias_bench.datasets import lff_npy
 
     family = _lff_family(args, "export")
     folder = lff_npy.export_lff(family, float(args.ratio), Path(args.out))
@@ -200,7 +200,6 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from debias_bench.datasets import lff_npy
 
     family = _lff_family(args, "import")
     source = Path(args.source)
@@ -213,7 +212,6 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from debias_bench.datasets import loading_bench
 
     family = _family(args.name, args)
     loading_bench.run(family, float(args.ratio) if args.ratio else family.spec.ratios[-1], args)

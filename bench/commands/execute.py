@@ -15,6 +15,7 @@ from typing import Any
 from tqdm import tqdm
 
 from debias_bench import paths
+from debias_bench.config.flags import MAX_GRACE_S, duration, number
 from debias_bench.config.run_config import RunConfig
 from debias_bench.errors import ConfigError
 from debias_bench.launchers import Launcher, Sweep, schedule
@@ -22,12 +23,12 @@ from debias_bench.launchers.factories import LAUNCHERS, LaunchContext
 from debias_bench.launchers.preflight import check_data, check_data_root, check_device, check_out
 from debias_bench.launchers.run_one import MAX_ATTEMPTS, plan, record_submission
 from debias_bench.launchers.scheduler import signal_label
-from debias_bench.runs.progress import LogLines, eval_text
+from debias_bench.runs.progress import LogLines, Progress, eval_text
 from debias_bench.runs.store import RunStore
 from debias_bench.tracking import TRACKERS, parse_specs, prepare_trackers
-from debias_bench.training.engine import DataPlace, Progress
+from debias_bench.training.engine import DataPlace
 
-from .common import MAX_GRACE_S, duration, handling, number
+from .common import handling
 
 
 class CliProgress(Progress):

@@ -9,8 +9,13 @@ from typing import Any
 from tabulate import tabulate
 
 from debias_bench.config.run_config import PRESETS
+from debias_bench.config.selection import REQUIRED_SELECTIONS, SELECTED_BY, SELECTIONS
 from debias_bench.data.facts import preset_data_options, preset_hparams
+from debias_bench.launchers.factories import LAUNCHERS
+from debias_bench.plugins.loading import origin
 from debias_bench.registry import DATASETS, METHODS
+from debias_bench.reporting import TABLES
+from debias_bench.tracking import TRACKERS
 
 
 def _table(rows: list[list[object]], headers: list[str]) -> str:
@@ -70,7 +75,6 @@ def list_presets() -> str:
 
 
 def list_trackers() -> str:
-    from debias_bench.tracking import TRACKERS
 
     rows: list[list[object]] = [
         [e.name, e.display_name, f'pip install -e ".[{e.obj.extra}]"'] for e in TRACKERS
@@ -86,8 +90,6 @@ def launcher_flags(add_arguments: Callable[[argparse._ArgumentGroup], None]) -> 
 
 
 def list_launchers() -> str:
-    from debias_bench.launchers.factories import LAUNCHERS
-    from debias_bench.plugins.loading import origin
 
     rows: list[list[object]] = [
         [
@@ -102,7 +104,6 @@ def list_launchers() -> str:
 
 
 def list_selections() -> str:
-    from debias_bench.config.selection import REQUIRED_SELECTIONS, SELECTED_BY, SELECTIONS
 
     rows: list[list[object]] = []
     for name in SELECTIONS:
@@ -113,8 +114,6 @@ def list_selections() -> str:
 
 
 def list_tables() -> str:
-    from debias_bench.plugins.loading import origin
-    from debias_bench.reporting import TABLES
 
     rows: list[list[object]] = [
         [

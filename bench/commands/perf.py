@@ -25,6 +25,7 @@ import torch
 from debias_bench import paths
 from debias_bench.config.run_config import PROTOCOLS, RunConfig
 from debias_bench.errors import ConfigError
+from debias_bench.perf.overhead import launcher_overhead
 from debias_bench.perf.projection import PAPER_SEEDS, Projection, project
 from debias_bench.perf.speed import (
     BARE,
@@ -42,6 +43,7 @@ from debias_bench.perf.tables import (
     render_table,
     summarise,
 )
+from debias_bench.perf.tracking_cost import RUN, track_overhead
 from debias_bench.plugins.loading import plugins_for
 from debias_bench.registry import DATASETS, METHODS
 from debias_bench.training.engine import DataPlace, resolve_device
@@ -159,7 +161,6 @@ def _measurement_place(args: argparse.Namespace, what: str) -> DataPlace:
 def cmd_launcher_overhead(args: argparse.Namespace) -> int:
     """``--launcher-overhead``: warm and cold workers' cost per run
     (``debias_bench.perf.overhead``)."""
-    from debias_bench.perf.overhead import launcher_overhead
 
     place = _measurement_place(
         args, f"{args.runs} tiny Colored MNIST runs through the local launcher (1 worker), "
@@ -174,7 +175,6 @@ def cmd_launcher_overhead(args: argparse.Namespace) -> int:
 def cmd_track_overhead(args: argparse.Namespace) -> int:
     """``--track-overhead``: the throughput a tracker costs
     (``debias_bench.perf.tracking_cost``)."""
-    from debias_bench.perf.tracking_cost import RUN, track_overhead
 
     place = _measurement_place(
         args, f"{args.runs} pairs of Colored MNIST runs ({RUN['steps']} steps, an evaluation "

@@ -28,8 +28,9 @@ from debias_bench.analysis.regression import (
     save_baseline,
     sweep_cells,
 )
+from debias_bench.config.flags import number
 
-from .common import command_with_verbs, fmt, number
+from .common import command_with_verbs, fmt
 
 
 def render(comparison: Comparison, show_all: bool = False) -> str:

@@ -18,6 +18,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from debias_bench.commands.execute import execution_args
+from debias_bench.commands.run import cmd_run, config_args
 from debias_bench.errors import ConfigError
 from debias_bench.reporting import ReportOptions
 from debias_bench.reporting.layout import reference_layout
@@ -144,7 +146,6 @@ def paper_datasets(tables: str, only: str = "all") -> list[str]:
 def cmd_run_grid(args: argparse.Namespace) -> int:
     """Each dataset's grid (``bench run``), then its CSV, comparison and plot; at the end the
     paper's tables with its numbers beside ours. Exit 0 when every run is done."""
-    from debias_bench.commands.run import cmd_run
 
     layout = reference_layout()
     methods = ",".join(layout.methods) if args.methods == "paper" else args.methods
@@ -188,8 +189,6 @@ def write_tables(store: Path, output: Path, protocol: str, preset: str) -> None:
 
 def add_run(verbs: argparse._SubParsersAction) -> None:
     """``bench reproduce run``: ``bench run``'s options, the grid given by the paper's tables."""
-    from debias_bench.commands.execute import execution_args
-    from debias_bench.commands.run import config_args
 
     tables = ", ".join(t.id for t in reference_layout().tables)
     run = verbs.add_parser(

@@ -20,6 +20,7 @@ from tabulate import tabulate
 from debias_bench import paths
 from debias_bench.analysis.ablations import ABLATIONS, ablation_grids, get_ablation
 from debias_bench.analysis.tuning_report import check_tuned_cells, tuned_values
+from debias_bench.config.flags import MAX_SEED, hparam_flag, number
 from debias_bench.config.grid import Grid, expand
 from debias_bench.config.run_config import PRESETS, PROTOCOLS, parse_overrides
 from debias_bench.launchers.preflight import check_path, check_seeds, unique
@@ -28,7 +29,7 @@ from debias_bench.registry import DATASETS, METHODS
 from debias_bench.runs.states import SUCCESS, RunState
 from debias_bench.runs.store import RunStore
 
-from .common import MAX_SEED, data_args, floats, fmt, hparam_flag, ints, number
+from .common import data_args, floats, fmt, ints
 from .execute import execute, execution_args
 
 #: the widest note the summary table shows: longer ones lose their last clauses, never part

@@ -22,6 +22,7 @@ from debias_bench import paths
 from debias_bench.errors import CorruptDataError
 from debias_bench.launchers.preflight import check_store
 from debias_bench.launchers.scheduler import summary_line
+from debias_bench.launchers.slurm_queue import queue_label, squeue_states
 from debias_bench.runs.progress import Live, fmt_duration, run_kind, sweep_eta
 from debias_bench.runs.states import COUNTED_AS, RunState, effective_state, failure_reason
 from debias_bench.runs.store import RunDir, RunStore
@@ -33,7 +34,6 @@ def _queue(job_ids: set[str]) -> dict[str, str]:
     """SLURM states of ``job_ids`` that are still queued or running ({} without SLURM)."""
     if not job_ids or not shutil.which("squeue"):
         return {}
-    from debias_bench.launchers.slurm_queue import queue_label, squeue_states
 
     states = squeue_states() or {}
     return {j: queue_label(states[j]) for j in job_ids if j in states}

@@ -35,6 +35,7 @@ from debias_bench.analysis.tuning import (
     valid_score,
     write_tuned,
 )
+from debias_bench.config.flags import MAX_SEED, number
 from debias_bench.config.grid import Grid, expand
 from debias_bench.config.run_config import RunConfig, parse_overrides
 from debias_bench.errors import ConfigError, CorruptDataError
@@ -44,7 +45,7 @@ from debias_bench.registry import DATASETS, METHODS
 from debias_bench.runs.states import SUCCESS, RunState
 from debias_bench.runs.store import RunStore
 
-from .common import MAX_SEED, floats, fmt, ints, number
+from .common import floats, fmt, ints
 from .execute import execute, execution_args
 from .run import config_args
 

@@ -70,6 +70,7 @@ from debias_bench.data.split_store import (
     verify_manifest,
 )
 from debias_bench.errors import BenchError, ConfigError, CorruptDataError, DataNotFoundError
+from debias_bench.registry import DATASETS
 
 __all__ = [  # the store's helpers, re-exported: families import them from here
     "BUILDING",
@@ -198,7 +199,6 @@ class DatasetFamily(ABC):
     @classmethod
     def registered_name(cls) -> str:
         """The name this class is registered under (its spec's name while unregistered)."""
-        from debias_bench.registry import DATASETS
 
         for entry in DATASETS:
             if entry.obj is cls:

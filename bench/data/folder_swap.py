@@ -19,19 +19,28 @@ import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+from debias_bench.data.contract import DatasetSpec
 from debias_bench.data.integrity import completeness_problems
 
-if TYPE_CHECKING:
-    from debias_bench.data.family import DatasetFamily
+
+class Lockable(Protocol):
+    """What the build lock needs of a dataset family (a structural type: this module sits
+    below :mod:`debias_bench.data.family`, which uses it)."""
+
+    @property
+    def data_root(self) -> Path: ...
+
+    @property
+    def spec(self) -> DatasetSpec: ...
 
 
 _HELD = threading.local()  # the build locks this thread holds (``build_lock`` nests)
 
 
 @contextlib.contextmanager
-def build_lock(family: DatasetFamily) -> Iterator[None]:
+def build_lock(family: Lockable) -> Iterator[None]:
     """One process at a time prepares (and first reads) a family in a data root: the workers
     of a sweep (or Slurm jobs sharing the data root) that start on an unbuilt dataset wait for
     the first one's build instead of writing the same staging folder at once. A thread that

@@ -41,8 +41,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from debias_bench.errors import CorruptDataError
-from debias_bench.runs.states import FailReason, RunFailure
+from debias_bench.errors import CorruptDataError, FailReason, RunFailure
 
 MANIFEST = "manifest.json"
 VERIFIED_CACHE = ".verified.json"

@@ -23,6 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Generic, TypeVar, overload
 
 from debias_bench.errors import ConfigError
+from debias_bench.registry import DATASETS
 
 T = TypeVar("T")
 
@@ -161,7 +162,6 @@ def declared_options(family: type) -> dict[str, DataOption[Any]]:
 
 
 def _registered(dataset: str) -> type:
-    from debias_bench.registry import DATASETS
 
     return DATASETS.get(dataset)
 

@@ -1,13 +1,20 @@
-"""What a worker process is told (:class:`WorkerJob`) and what its exit code means: the
-contract between a launcher (:mod:`.process`) and the worker (:mod:`.worker`)."""
+"""What a worker process is told (:class:`WorkerJob`), what its exit code means, and that it
+dies with its parent: the contract between a launcher (:mod:`.process`) and the worker
+(:mod:`.worker`)."""
 
 from __future__ import annotations
 
+import ctypes
 import json
+import signal
+import sys
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from debias_bench.config.run_config import RunConfig
+from debias_bench.plugins.loading import plugins_for
 
 if TYPE_CHECKING:
     from debias_bench.config.run_config import RunConfig
@@ -54,7 +61,6 @@ class WorkerJob:
         """The job of a run the sweep's scheduler decided to start: absolute paths (a worker
         may start in another directory or on another host), the plugins that registered its
         method and dataset, and its planned id."""
-        from debias_bench.plugins.loading import plugins_for
 
         plugins, paths = plugins_for([config])
         return cls(
@@ -79,6 +85,16 @@ class WorkerJob:
     def run_id(self) -> str:
         if self.planned_id:
             return self.planned_id
-        from debias_bench.config.run_config import RunConfig
 
         return RunConfig.from_json(self.config).run_id
+
+
+_LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent() -> None:
+    """Have the kernel send SIGTERM to this process when its parent dies (Linux); called in a
+    cold worker between fork and exec, and first thing in a warm one."""
+    if _LIBC is not None:
+        _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)

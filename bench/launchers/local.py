@@ -15,7 +15,9 @@ import os
 import sys
 from dataclasses import dataclass
 
+from debias_bench.config.flags import number
 from debias_bench.errors import ConfigError
+from debias_bench.launchers.preflight import check_worker_imports
 from debias_bench.plugins.loading import env_plugins
 from debias_bench.runs.states import RunState
 from debias_bench.training.engine import resolve_device
@@ -54,8 +56,6 @@ class LocalLauncher(Launchable):
 
     @classmethod
     def add_arguments(cls, group: argparse._ArgumentGroup) -> None:
-        from debias_bench.commands.common import number  # the CLI's range-checked types
-
         group.add_argument(
             "--workers",
             type=number("int", 1, MAX_WORKERS),
@@ -76,7 +76,6 @@ class LocalLauncher(Launchable):
 
     @classmethod
     def from_args(cls, args: argparse.Namespace, ctx: LaunchContext) -> Launcher:
-        from debias_bench.launchers.preflight import check_worker_imports
 
         check_worker_imports(cls.name)  # torchvision, once here rather than in every worker
         return cls(ctx, local_slots(ctx.device, args.workers, args.jobs_per_gpu, args.threads))

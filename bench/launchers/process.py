@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import ctypes
 import multiprocessing
 import os
 import select
@@ -23,26 +22,22 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from debias_bench.runs.states import FailReason, RunState, parse_state
+from debias_bench.config.run_config import RunConfig
+from debias_bench.errors import FailReason
+from debias_bench.runs.provenance import config_json
+from debias_bench.runs.states import RunState, parse_state
+from debias_bench.runs.store import RunStore
 
-from .job import EXIT_BUSY, EXIT_NOT_RUN, WorkerJob
+from .forkserver import available, fork_warm
+from .job import EXIT_BUSY, EXIT_NOT_RUN, WorkerJob, die_with_parent
 from .scheduler import Ended, Task
+from .worker import forked_main
 
 if TYPE_CHECKING:
     from debias_bench.runs.store import RunDir
 
 #: how long a worker may take to start its run (import, plugins) on top of --timeout
 STARTUP_ALLOWANCE_S = 300.0
-
-_LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
-_PR_SET_PDEATHSIG = 1
-
-
-def die_with_parent() -> None:
-    """Have the kernel send SIGTERM to this process when its parent dies (Linux); called in a
-    cold worker between fork and exec, and first thing in a warm one."""
-    if _LIBC is not None:
-        _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def signal_name(returncode: int) -> str | None:
@@ -89,9 +84,6 @@ class _Forked:
 
     def __init__(self, job: WorkerJob, env: dict[str, str], stdout: Path, stderr: Path) -> None:
         from multiprocessing import forkserver as mp_forkserver
-
-        from .forkserver import fork_warm
-        from .worker import forked_main
 
         lifeline, self._lifeline = multiprocessing.Pipe(duplex=False)  # held until it ends
         args = (job.to_json(), env, str(stdout), str(stderr), lifeline)
@@ -181,9 +173,6 @@ class WorkerProcess:
         grace_s: float = 30.0,
         warm: bool = False,
     ) -> None:
-        from debias_bench.runs.store import RunStore
-
-        from .forkserver import available
 
         self.job, self.timeout_s, self.grace_s = job, timeout_s, grace_s
         self.run_dir = RunStore(Path(job.out)).run(job.run_id)
@@ -316,8 +305,6 @@ def record_exit(
     ``config``: the run's ``RunConfig.to_json()``. ``server_died``: how the warm server that
     started the worker died while it ran (its exit code is then unknown, and the run's note
     or error says so)."""
-    from debias_bench.config.run_config import RunConfig
-    from debias_bench.runs.provenance import config_json
 
     if returncode == EXIT_BUSY:
         return RunState.RUNNING

@@ -36,24 +36,16 @@ from typing import Any, NoReturn
 import torch
 
 from debias_bench.config.run_config import RunConfig
-from debias_bench.errors import BenchError
+from debias_bench.errors import BenchError, FailReason, RunFailure
 from debias_bench.registry import DATASETS, METHODS
 from debias_bench.runs.heartbeat import Heartbeat
-from debias_bench.runs.progress import Pace
+from debias_bench.runs.progress import Pace, Progress
 from debias_bench.runs.provenance import config_json, provenance
-from debias_bench.runs.states import (
-    Decision,
-    FailReason,
-    RunFailure,
-    RunState,
-    classify,
-    effective_state,
-    parse_state,
-)
+from debias_bench.runs.states import Decision, RunState, classify, effective_state, parse_state
 from debias_bench.runs.states import decide as decide_state
 from debias_bench.runs.store import RunDir, RunStore
 from debias_bench.tracking import RunTracking, TrackSpec, experiment_name
-from debias_bench.training.engine import DataPlace, Interrupted, Progress, train_run
+from debias_bench.training.engine import DataPlace, Interrupted, train_run
 
 #: default of ``--max-attempts``
 MAX_ATTEMPTS = 3

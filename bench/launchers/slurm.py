@@ -26,10 +26,11 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from debias_bench.errors import ConfigError
+from debias_bench.config.flags import number
+from debias_bench.errors import ConfigError, FailReason
 from debias_bench.plugins.loading import import_plugins
 from debias_bench.runs.provenance import config_json
-from debias_bench.runs.states import FailReason, RunState
+from debias_bench.runs.states import RunState
 
 from .factories import Launchable, LaunchContext, register_launcher
 from .job import WorkerJob
@@ -110,8 +111,6 @@ class SlurmLauncher(Launchable):
 
     @classmethod
     def add_arguments(cls, group: argparse._ArgumentGroup) -> None:
-        from debias_bench.commands.common import number  # the CLI's range-checked types
-
         group.description = "defaults for every run; per dataset: --resources"
         group.add_argument("--partition")
         group.add_argument(

@@ -25,10 +25,16 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+from debias_bench.config.run_config import RunConfig
+from debias_bench.launchers.run_one import run_one, worker_identity
+from debias_bench.plugins.loading import import_plugins
+from debias_bench.runs.progress import LogLines
 from debias_bench.runs.states import RunState
+from debias_bench.runs.store import RunStore
+from debias_bench.tracking import TrackSpec
+from debias_bench.training.engine import DataPlace, Interrupted
 
-from .job import EXIT_BUSY, EXIT_FAILED, EXIT_NOT_RUN, WorkerJob
-from .process import die_with_parent
+from .job import EXIT_BUSY, EXIT_FAILED, EXIT_NOT_RUN, WorkerJob, die_with_parent
 
 
 def _watch_parent(stop: dict[str, int | None]) -> None:
@@ -92,17 +98,9 @@ def end_children(grace_s: float = 5.0) -> int:
 
 def run_job(job: WorkerJob, lifeline: Connection | None = None) -> int:
     """Run ``job`` in this process; returns the worker's exit code."""
-    from debias_bench.plugins.loading import import_plugins
 
     import_plugins(job.plugins, job.sys_path)
     import torch
-
-    from debias_bench.config.run_config import RunConfig
-    from debias_bench.launchers.run_one import run_one, worker_identity
-    from debias_bench.runs.progress import LogLines
-    from debias_bench.runs.store import RunStore
-    from debias_bench.tracking import TrackSpec
-    from debias_bench.training.engine import DataPlace, Interrupted
 
     threads = int(os.environ.get("BENCH_THREADS") or 0)
     if threads:

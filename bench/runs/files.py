@@ -20,8 +20,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from debias_bench.config.run_config import RunConfig
 from debias_bench.config.selection import REQUIRED_SELECTIONS
-from debias_bench.errors import CorruptDataError
+from debias_bench.errors import CorruptDataError, UnknownNameError
 
 #: the suffix of a file or run folder moved aside (the fixes of faults say ``mv X X.bad``)
 MOVED_ASIDE = ".bad"
@@ -224,8 +225,6 @@ def checkpoint_stamp(path: Path) -> dict[str, Any] | None:
 
 def described_run(config: dict[str, Any]) -> str:
     """The run id that ``config``'s values hash to, or why it cannot be computed."""
-    from debias_bench.config.run_config import RunConfig
-    from debias_bench.errors import UnknownNameError
 
     try:
         return RunConfig.from_json(config).run_id

@@ -1,5 +1,5 @@
-"""A running run's pace (steps/s, ETA), its progress lines in a log file, and a sweep's
-summary line.
+"""A running run's progress: the callbacks the engine calls (:class:`Progress`), its pace
+(steps/s, ETA), its progress lines in a log file, and a sweep's summary line.
 
 :class:`Pace` times the steps since a run (re)started, from the end of its first step (set-up
 excluded, evaluations included, so the ETA is wall time). :class:`LogLines` prints a line at
@@ -19,7 +19,18 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 
 from debias_bench.runs.states import RunState
-from debias_bench.training.engine import Progress
+
+
+class Progress:
+    """Callbacks the engine calls; the CLI shows them as bars or log lines."""
+
+    def start(self, run_id: str, total_steps: int, start_step: int) -> None: ...
+
+    def advance(self, step: int) -> None: ...
+
+    def evaluated(self, record: dict[str, Any]) -> None: ...
+
+    def close(self) -> None: ...
 
 
 def fmt_duration(seconds: float) -> str:

@@ -24,6 +24,7 @@ import torch
 
 from debias_bench import __version__
 from debias_bench.config.run_config import RunConfig
+from debias_bench.registry import DATASETS, METHODS
 
 
 def git_commit(here: Path = Path(__file__).parents[1]) -> str | None:
@@ -68,7 +69,6 @@ def config_json(config: RunConfig) -> dict[str, Any]:
 def code_hash(method: str, dataset: str) -> str:
     """A hash of the code a run of ``method`` on ``dataset`` executes as theirs
     (:func:`code_identity`)."""
-    from debias_bench.registry import DATASETS, METHODS
 
     return code_identity(METHODS.get(method), DATASETS.get(dataset))
 

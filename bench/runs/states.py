@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from debias_bench.errors import BenchError
+from debias_bench.errors import BenchError, FailReason, RunFailure
 
 
 class RunState(str, Enum):
@@ -50,42 +50,6 @@ SUCCESS = frozenset({RunState.DONE, RunState.SKIPPED})
 COUNTED_AS = {RunState.SKIPPED: RunState.DONE, RunState.INTERRUPTED: RunState.PENDING}
 #: the states that a rerun resumes without being asked
 RESUMABLE = frozenset({RunState.PENDING, RunState.INTERRUPTED, RunState.DEAD})
-
-
-class FailReason(str, Enum):
-    """Why a run failed: a small declared set, recorded as ``reason`` in ``status.json``
-    (with the details in ``error``)."""
-
-    CRASHED = "crashed"  # an exception in the run (a bug, a bad config, a corrupt checkpoint)
-    DIVERGED = "diverged"  # a logged scalar became NaN or infinite
-    TIMED_OUT = "timed out"  # the launcher's --timeout
-    DISK_FULL = "disk full"  # ENOSPC / EDQUOT while writing the run store
-    WRITE_ERROR = "write error"  # another OSError while writing the run store
-    KILLED = "killed by signal"  # the worker was killed (SIGKILL, OOM killer) mid-run
-    DIED = "process died"  # it vanished without recording an outcome, too often
-    NOT_STARTED = "did not start"  # the worker or job ended before the run started
-    BAD_PREDICTIONS = "bad predictions"  # predict() gave non-finite logits or a wrong shape
-    BAD_DATA = "bad data"  # the data it read failed a check (labels out of range, checksum)
-
-    def __str__(self) -> str:
-        return self.value
-
-    def __format__(self, spec: str) -> str:
-        return format(self.value, spec)
-
-
-class RunFailure(BenchError):
-    """Raised inside a run to end it as ``failed`` with a declared reason (the engine raises
-    ``RunFailure(FailReason.DIVERGED, "train loss is nan at step 120", step=120)``).
-
-    ``fields`` are recorded in ``status.json`` next to ``reason`` and ``error``."""
-
-    def __init__(
-        self, reason: FailReason, message: str, hint: str | None = None, **fields: Any
-    ) -> None:
-        super().__init__(message, hint)
-        self.reason = FailReason(reason)
-        self.fields = fields
 
 
 #: the changes of recorded state a run may make: stored state -> states it may move to.

@@ -43,7 +43,8 @@ from typing import Any
 
 import torch
 
-from debias_bench.errors import CorruptDataError
+from debias_bench.config.run_config import RunConfig
+from debias_bench.errors import CorruptDataError, FailReason
 from debias_bench.runs.files import (
     MOVED_ASIDE,
     RUN_FILES,
@@ -58,11 +59,11 @@ from debias_bench.runs.files import (
 )
 from debias_bench.runs.jsonio import read_json, write_atomic, write_json, writing
 from debias_bench.runs.lock import hold_lock, lock_held, pid_alive
+from debias_bench.runs.provenance import code_hash
 from debias_bench.runs.states import (
     HEARTBEAT_EVERY_S,
     STALE_AFTER_S,
     Facts,
-    FailReason,
     RunState,
     check_transition,
     effective_state,
@@ -155,7 +156,6 @@ class RunDir:
 
     def config_digest(self) -> str:
         """The digest of the run's verified config (:attr:`RunConfig.digest`)."""
-        from debias_bench.config.run_config import RunConfig
 
         return RunConfig.from_json(self.config()).digest
 
@@ -167,7 +167,6 @@ class RunDir:
     # ---------------------------------------------------------------- code identity (stale runs)
     def code(self) -> str:
         """The hash of the current code of the run's method and dataset."""
-        from debias_bench.runs.provenance import code_hash
 
         config = self.config()
         return code_hash(config["method"], config["dataset"])

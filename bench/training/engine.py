@@ -29,10 +29,10 @@ from debias_bench.config.run_config import RunConfig
 from debias_bench.data.contract import Splits, TrainStream, resize_split, resized_spec
 from debias_bench.data.family import DatasetFamily, build_lock
 from debias_bench.data.iid import iid_valid
-from debias_bench.errors import BenchError
+from debias_bench.errors import BenchError, FailReason, RunFailure
 from debias_bench.registry import DATASETS, METHODS
+from debias_bench.runs.progress import Progress
 from debias_bench.runs.provenance import config_json
-from debias_bench.runs.states import FailReason, RunFailure
 from debias_bench.runs.store import RunDir
 from debias_bench.training.acceleration import accelerate, amp_dtype, autocast
 from debias_bench.training.method import Method, TrainEnv
@@ -68,18 +68,6 @@ def _finite(value: Any) -> Any:
     if isinstance(value, list):
         return [_finite(v) for v in value]
     return value
-
-
-class Progress:
-    """Callbacks the engine calls; the CLI shows them as bars or log lines."""
-
-    def start(self, run_id: str, total_steps: int, start_step: int) -> None: ...
-
-    def advance(self, step: int) -> None: ...
-
-    def evaluated(self, record: dict[str, Any]) -> None: ...
-
-    def close(self) -> None: ...
 
 
 @dataclass(frozen=True)

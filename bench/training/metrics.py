@@ -10,7 +10,7 @@ import torch
 
 from debias_bench.config.selection import SELECTED_BY
 from debias_bench.data.contract import DatasetSpec, Split, eval_batches
-from debias_bench.runs.states import FailReason, RunFailure
+from debias_bench.errors import FailReason, RunFailure
 
 
 @torch.inference_mode()
