@@ -11,7 +11,8 @@ from conftest import assert_close_nested
 
 from debias_bench.config.run_config import RunConfig, make_config
 from debias_bench.data.contract import Batch, DatasetSpec
-from debias_bench.runs.store import RunDir, RunStore
+from debias_bench.runs.run_dir import RunDir
+from debias_bench.runs.store import RunStore
 from debias_bench.training.engine import DataPlace, Interrupted, train_run
 
 CPU = torch.device("cpu")

@@ -8,8 +8,9 @@ from typing import Any
 
 from debias_bench.config.run_config import make_config
 from debias_bench.runs.provenance import config_json
+from debias_bench.runs.run_dir import RunDir
 from debias_bench.runs.states import RunState
-from debias_bench.runs.store import RunDir, RunStore
+from debias_bench.runs.store import RunStore
 
 
 def plant(

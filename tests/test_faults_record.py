@@ -21,8 +21,9 @@ import pytest
 from test_launch_local import bench_args
 
 from debias_bench.launchers.run_one import ExitCalled, exits_raise
+from debias_bench.runs.run_dir import RunDir
 from debias_bench.runs.states import RunState
-from debias_bench.runs.store import RunDir, RunStore
+from debias_bench.runs.store import RunStore
 
 LAUNCHERS = {
     "inline": ["--launcher", "inline"],

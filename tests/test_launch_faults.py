@@ -20,7 +20,8 @@ from conftest import bench_env
 from test_launch_local import _wait_for, bench_args
 
 from debias_bench.plugins.loading import import_plugins
-from debias_bench.runs.store import RunDir, RunStore
+from debias_bench.runs.run_dir import RunDir
+from debias_bench.runs.store import RunStore
 
 pytestmark = pytest.mark.slow
 SLOW = "0.1"  # seconds per training batch of the slow scripted run

@@ -27,8 +27,9 @@ from planted import finish_running, plant
 from debias_bench.commands.status import collect
 from debias_bench.data.contract import Split, Splits
 from debias_bench.registry import DATASETS
+from debias_bench.runs.run_dir import RunDir
 from debias_bench.runs.states import RunState
-from debias_bench.runs.store import RunDir, RunStore
+from debias_bench.runs.store import RunStore
 
 TESTS = Path(__file__).resolve().parent
 #: ratio -> what the run does at its 5th training batch (slow: sleeps before every batch)

@@ -18,7 +18,8 @@ from debias_bench.config.run_config import RunConfig
 from debias_bench.errors import ConfigError
 from debias_bench.launchers import plugins
 from debias_bench.launchers.forkserver import START_ENV
-from debias_bench.runs.store import RunDir, RunStore
+from debias_bench.runs.run_dir import RunDir
+from debias_bench.runs.store import RunStore
 
 PLUGIN = textwrap.dedent(
     '''

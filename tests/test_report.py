@@ -31,8 +31,9 @@ from debias_bench.reporting import (
 from debias_bench.reporting.catalog import TABLES, table_names
 from debias_bench.reporting.layout import parse_layout, reference_layout
 from debias_bench.reporting.records import COLUMNS
+from debias_bench.runs.run_dir import RunDir
 from debias_bench.runs.states import RunState
-from debias_bench.runs.store import RunDir, RunStore
+from debias_bench.runs.store import RunStore
 
 GOLDEN = Path(__file__).parent / "golden"
 #: BAR's actions in the column order of the paper's Tables D.1 and D.2

@@ -40,8 +40,9 @@ from debias_bench.reproduction.render import (
     tail_note,
 )
 from debias_bench.runs.provenance import config_json, git_commit
+from debias_bench.runs.run_dir import RunDir
 from debias_bench.runs.states import RunState
-from debias_bench.runs.store import RunDir, RunStore
+from debias_bench.runs.store import RunStore
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -296,7 +296,7 @@ def test_retry_after_deleting_the_checkpoint_does_not_duplicate_records(
     if how == "interrupted":
         run = _interrupted_at(store, config, toy_place, 16)
     else:  # a crash right after the evaluation at step 16
-        from debias_bench.runs.store import RunDir
+        from debias_bench.runs.run_dir import RunDir
 
         append = RunDir.append_metrics
 

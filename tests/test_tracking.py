@@ -17,8 +17,9 @@ import pytest
 from conftest import bench_env
 from test_launch_local import _wait_for, bench_args
 
+from debias_bench.runs.run_dir import RunDir
 from debias_bench.runs.states import RunState
-from debias_bench.runs.store import RunDir, RunStore
+from debias_bench.runs.store import RunStore
 from debias_bench.tracking import TRACKERS, TrackedRun, Tracker
 
 mlflow = pytest.importorskip("mlflow", reason="MLflow is not installed: pip install -e '.[track]'")

@@ -19,7 +19,8 @@ from debias_bench.analysis.tuning import TUNED_FILE, read_tuned
 from debias_bench.analysis.tuning_report import plot_tuning
 from debias_bench.errors import BenchError
 from debias_bench.reporting.figures import save_png_pdf
-from debias_bench.runs.store import RunDir, RunStore
+from debias_bench.runs.run_dir import RunDir
+from debias_bench.runs.store import RunStore
 
 from .common import command_with_verbs
 

@@ -24,8 +24,9 @@ from debias_bench.launchers.preflight import check_store
 from debias_bench.launchers.scheduler import summary_line
 from debias_bench.launchers.slurm_queue import queue_label, squeue_states
 from debias_bench.runs.progress import Live, fmt_duration, run_kind, sweep_eta
+from debias_bench.runs.run_dir import RunDir
 from debias_bench.runs.states import COUNTED_AS, RunState, effective_state, failure_reason
-from debias_bench.runs.store import RunDir, RunStore
+from debias_bench.runs.store import RunStore
 
 from .common import fmt
 

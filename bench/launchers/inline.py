@@ -32,8 +32,8 @@ import torch
 
 from debias_bench.errors import ConfigError
 from debias_bench.launchers.run_one import KEYBOARD_NOTE, run_one, worker_identity
+from debias_bench.runs.run_dir import RunDir
 from debias_bench.runs.states import RunState
-from debias_bench.runs.store import RunDir
 from debias_bench.training.engine import Interrupted, resolve_device
 
 from .factories import Launchable, LaunchContext, register_launcher

@@ -34,7 +34,7 @@ from .scheduler import Ended, Task
 from .worker import forked_main
 
 if TYPE_CHECKING:
-    from debias_bench.runs.store import RunDir
+    from debias_bench.runs.run_dir import RunDir
 
 #: how long a worker may take to start its run (import, plugins) on top of --timeout
 STARTUP_ALLOWANCE_S = 300.0

@@ -41,9 +41,10 @@ from debias_bench.registry import DATASETS, METHODS
 from debias_bench.runs.heartbeat import Heartbeat
 from debias_bench.runs.progress import Pace, Progress
 from debias_bench.runs.provenance import config_json, provenance
+from debias_bench.runs.run_dir import RunDir
 from debias_bench.runs.states import Decision, RunState, classify, effective_state, parse_state
 from debias_bench.runs.states import decide as decide_state
-from debias_bench.runs.store import RunDir, RunStore
+from debias_bench.runs.store import RunStore
 from debias_bench.tracking import RunTracking, TrackSpec, experiment_name
 from debias_bench.training.engine import DataPlace, Interrupted, train_run
 

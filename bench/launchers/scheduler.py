@@ -24,8 +24,9 @@ from typing import Any
 from debias_bench.config.run_config import RunConfig
 from debias_bench.launchers.run_one import MAX_ATTEMPTS, Outcome, decide, record_decision
 from debias_bench.runs.progress import Live, LiveSummary, run_kind, summary_line, sweep_eta
+from debias_bench.runs.run_dir import RunDir
 from debias_bench.runs.states import COUNTED_AS, SUCCESS, Decision, RunState
-from debias_bench.runs.store import RunDir, RunStore
+from debias_bench.runs.store import RunStore
 
 __all__ = [
     "Ended",

@@ -78,8 +78,8 @@ from debias_bench.data.family import DatasetFamily
 from debias_bench.launchers import forkserver
 from debias_bench.methods.common import make_classifier
 from debias_bench.registry import DATASETS, METHODS
-from debias_bench.runs.store import RunStore
 from debias_bench.runs.progress import Progress
+from debias_bench.runs.store import RunStore
 from debias_bench.training.engine import DataPlace, Interrupted, pinned_threads, train_run
 from debias_bench.training.method import HParams
 from debias_bench.training.optim import make_optimizer

@@ -14,8 +14,9 @@ import pandas as pd
 from debias_bench.errors import CorruptDataError
 from debias_bench.registry import DATASETS
 from debias_bench.reporting.grouping import FINGERPRINT, fingerprint, identity, recorded
+from debias_bench.runs.run_dir import RunDir
 from debias_bench.runs.states import RunState, effective_state, failure_reason
-from debias_bench.runs.store import RunDir, RunStore
+from debias_bench.runs.store import RunStore
 from debias_bench.training.metrics import worst_group
 
 METRICS = (

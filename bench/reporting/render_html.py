@@ -23,8 +23,9 @@ from debias_bench.reporting.model import Cell, Column, Table
 from debias_bench.reporting.options import ReportOptions
 from debias_bench.reporting.paper import PaperNumbers
 from debias_bench.reporting.runs import run_table, unfinished_notes
+from debias_bench.runs.run_dir import RunDir
 from debias_bench.runs.states import RunState
-from debias_bench.runs.store import RunDir, RunStore
+from debias_bench.runs.store import RunStore
 
 #: nothing but inline styles and data: images; no script, no fetch
 POLICY = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"

@@ -18,8 +18,9 @@ from debias_bench.config.run_config import OFF_RECIPE_LAYERS, RunConfig
 from debias_bench.data.facts import off_recipe_data_options
 from debias_bench.errors import ConfigError
 from debias_bench.reporting.records import run_rows
+from debias_bench.runs.run_dir import RunDir
 from debias_bench.runs.states import RunState
-from debias_bench.runs.store import RunDir, RunStore
+from debias_bench.runs.store import RunStore
 
 #: evaluations at the end of a run that :data:`TAIL_COLUMN` averages (test accuracy)
 TAIL = 10

@@ -5,7 +5,7 @@ Pure checks of file contents (no run directory is written here): a complete resu
 (:func:`inconsistent_result`), an evaluation record of ``metrics.jsonl``
 (:func:`parse_metrics_line`), the stamp a checkpoint carries (:func:`checkpoint_stamp`), the
 run id a config describes (:func:`described_run`), and the command that fixes a faulty file
-(:func:`fix_hint`). :class:`~debias_bench.runs.store.RunDir` reads and writes the files with
+(:func:`fix_hint`). :class:`~debias_bench.runs.run_dir.RunDir` reads and writes the files with
 them."""
 
 from __future__ import annotations

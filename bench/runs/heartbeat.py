@@ -1,5 +1,5 @@
 """A live run's heartbeat: a thread that refreshes ``status.json`` (through the run's
-:class:`~debias_bench.runs.store.RunDir`, its only writer) with the run's live progress."""
+:class:`~debias_bench.runs.run_dir.RunDir`, its only writer) with the run's live progress."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
-    from debias_bench.runs.store import RunDir
+    from debias_bench.runs.run_dir import RunDir
 
 
 class Heartbeat:

@@ -1,5 +1,5 @@
 """Who owns a run: the ``flock`` on its ``.lock`` file, held by the process that writes the
-run's files while it lives (:meth:`~debias_bench.runs.store.RunDir.claim`).
+run's files while it lives (:meth:`~debias_bench.runs.run_dir.RunDir.claim`).
 
 The lock tells a live run from a dead one on the same host; where it cannot be told (no lock
 file, a file system without locks) the recorded pid does, and across hosts (a shared file

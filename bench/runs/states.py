@@ -5,7 +5,7 @@ A run's state is recorded in its ``status.json`` by whoever owns it (see
 outside that file: whether ``result.json`` holds a complete, finite result, whether any of the
 run's JSON files is unreadable, and whether the process that claims to run it is still alive.
 :func:`effective_state` turns those facts (gathered by :meth:`RunDir.facts
-<debias_bench.runs.store.RunDir.facts>`) into one :class:`RunState`; :func:`decide` says what a
+<debias_bench.runs.run_dir.RunDir.facts>`) into one :class:`RunState`; :func:`decide` says what a
 sweep
 does with a run in that state. Both are pure functions: no file is read here.
 

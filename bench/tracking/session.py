@@ -1,7 +1,7 @@
 """One run of the store sent to every tracker of the sweep, from whichever process trains it
 (live) or from the store afterwards (``bench track export``); both take the same path.
 
-The run's ``tracking.json`` (written through :class:`~debias_bench.runs.store.RunDir`) keeps, per
+The run's ``tracking.json`` (written through :class:`~debias_bench.runs.run_dir.RunDir`) keeps, per
 target, the tracker's id for the run, the last step sent, the final state sent and the seconds
 spent in the tracker's calls (``spent_s``: what tracking cost the run). So a
 resumed run continues the same tracked run without repeating a step, and an export sends only
@@ -17,8 +17,8 @@ import sys
 import time
 from typing import Any
 
+from debias_bench.runs.run_dir import RunDir
 from debias_bench.runs.states import RunState, parse_state
-from debias_bench.runs.store import RunDir
 
 from .base import TrackedRun
 from .spec import TrackSpec

@@ -33,7 +33,7 @@ from debias_bench.errors import BenchError, FailReason, RunFailure
 from debias_bench.registry import DATASETS, METHODS
 from debias_bench.runs.progress import Progress
 from debias_bench.runs.provenance import config_json
-from debias_bench.runs.store import RunDir
+from debias_bench.runs.run_dir import RunDir
 from debias_bench.training.acceleration import accelerate, amp_dtype, autocast
 from debias_bench.training.method import Method, TrainEnv
 from debias_bench.training.metrics import SelectionTracker, collect_features, evaluate_split
