@@ -42,7 +42,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from debias_bench.data.family import DataOption, PresetValues, ratio_dirname
+from debias_bench.data.family import PresetValues
+from debias_bench.data.options import DataOption
+from debias_bench.data.split_store import ratio_dirname
 from debias_bench.errors import CorruptDataError
 from debias_bench.registry import register_dataset
 

@@ -32,7 +32,8 @@ from PIL import Image
 
 from debias_bench.data.contract import Splits
 from debias_bench.data.download import Download, DriveFile
-from debias_bench.data.family import PresetValues, fixture_root, ratio_dirname
+from debias_bench.data.family import PresetValues, fixture_root
+from debias_bench.data.split_store import ratio_dirname
 from debias_bench.errors import DataNotFoundError
 from debias_bench.registry import register_dataset
 

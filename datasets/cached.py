@@ -18,7 +18,9 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from debias_bench.data.contract import DatasetSpec
-from debias_bench.data.family import DataOption, DatasetFamily, ratio_dirname
+from debias_bench.data.family import DatasetFamily
+from debias_bench.data.options import DataOption
+from debias_bench.data.split_store import ratio_dirname
 from debias_bench.errors import DataNotFoundError
 
 #: the normalisation DisEnt / BiasEnsemble / LfF use, also on the 224-px sets

@@ -26,8 +26,10 @@ import torch
 
 from debias_bench.data.contract import DatasetSpec, Split
 from debias_bench.data.download import Download, RemoteFile
-from debias_bench.data.family import DataOption, PresetValues, ratio_dirname, save_split
+from debias_bench.data.family import PresetValues
+from debias_bench.data.options import DataOption
 from debias_bench.data.progress import progress_bar
+from debias_bench.data.split_store import ratio_dirname, save_split
 from debias_bench.registry import register_dataset
 
 from . import mnist_raw

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from debias_bench.data.contract import Split
-from debias_bench.data.family import ratio_dirname
+from debias_bench.data.split_store import ratio_dirname
 from debias_bench.errors import CorruptDataError, DataNotFoundError
 
 from .images import decode_files

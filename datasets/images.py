@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, UnidentifiedImageError
 
-from debias_bench.data.family import replace_dir
+from debias_bench.data.folder_swap import replace_dir
 from debias_bench.data.progress import progress_bar
 from debias_bench.errors import CorruptDataError
 

@@ -34,9 +34,10 @@ import numpy as np
 import torch
 
 from debias_bench.data.contract import DatasetSpec, Split
-from debias_bench.data.family import DatasetFamily, ratio_dirname, save_split
+from debias_bench.data.family import DatasetFamily
 from debias_bench.data.integrity import MANIFEST, completeness_problems
 from debias_bench.data.options import DataOption
+from debias_bench.data.split_store import ratio_dirname, save_split
 from debias_bench.errors import CorruptDataError, DataNotFoundError
 
 from .folder_layout import (

@@ -69,8 +69,7 @@ def test_no_import_cycle() -> None:
     code = f"import sys; sys.path.insert(0, {str(REPO / 'scripts')!r})\n" + (
         "import tempfile, pathlib, lint_imports\n"
         "tmp = tempfile.mkdtemp(); lint_imports.layout(pathlib.Path(tmp))\n"
-        "sys.path.insert(0, tmp)\n"
-        + CYCLES
+        "sys.path.insert(0, tmp)\n" + CYCLES
     )
     proc = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd="/"

@@ -8,7 +8,7 @@ from typing import ClassVar
 
 from conftest import ToyFamily
 
-from debias_bench.data.family import build_lock
+from debias_bench.data.folder_swap import build_lock
 
 
 class SlowBuild(ToyFamily):

@@ -22,7 +22,7 @@ from fixture_data import FixtureData
 
 from debias_bench.cli import main
 from debias_bench.data import folder_swap, split_store
-from debias_bench.data.family import leftovers
+from debias_bench.data.folder_swap import leftovers
 from debias_bench.datasets.cmnist import ColoredMNIST
 from debias_bench.errors import CorruptDataError
 

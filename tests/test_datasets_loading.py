@@ -13,7 +13,7 @@ from debias_bench.data.contract import (
     epoch_generator,
     random_crop_flip,
 )
-from debias_bench.data.family import load_split, save_split
+from debias_bench.data.split_store import load_split, save_split
 
 
 def test_batch_crop_flip_matches_a_per_sample_crop():

@@ -27,7 +27,8 @@ PLUGIN = textwrap.dedent(
     import torch
 
     from debias_bench.data.contract import DatasetSpec, Split, Splits
-    from debias_bench.data.family import DataOption, DatasetFamily
+    from debias_bench.data.options import DataOption
+    from debias_bench.data.family import DatasetFamily
     from debias_bench.registry import register_dataset
 
 

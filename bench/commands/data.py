@@ -13,8 +13,10 @@ from tabulate import tabulate
 from debias_bench import paths
 from debias_bench.config.run_config import parse_overrides
 from debias_bench.data.download import fetch
-from debias_bench.data.family import build_lock, describe_dataset, fixture_root
+from debias_bench.data.family import fixture_root
+from debias_bench.data.folder_swap import build_lock
 from debias_bench.data.options import data_options_by_dataset
+from debias_bench.data.split_store import describe_dataset
 from debias_bench.datasets import lff_npy, loading_bench
 from debias_bench.datasets.lff_npy import ImportableFamily, exports_lff
 from debias_bench.errors import BenchError, ConfigError, CorruptDataError

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import functools
 import shutil
 import sys
 from abc import ABC, abstractmethod
@@ -34,12 +33,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from debias_bench.data.contract import DatasetSpec, Splits, range_problems, splits_range_problems
+from debias_bench.data.contract import DatasetSpec, Splits, range_problems
 from debias_bench.data.download import Download
 from debias_bench.data.folder_swap import (
     BUILDING,
-    IMPORTING,
-    OLD_MARK,
     build_lock,
     leftovers,
     replace_dir,
@@ -53,48 +50,19 @@ from debias_bench.data.integrity import (
     completeness_problems,
     fingerprint_of,
     manifest_digests,
+    range_checked,
 )
 from debias_bench.data.options import DataOption, check_options, declared_options
 from debias_bench.data.split_store import (
     SPLIT_FILES,
-    describe_dataset,
-    describe_split,
     load_split,
-    publish_dataset,
-    ratio_dirname,
     read_attrs,
-    save_split,
     seal_dataset,
     split_digest,
     verify_dataset,
-    verify_manifest,
 )
 from debias_bench.errors import BenchError, ConfigError, CorruptDataError, DataNotFoundError
 from debias_bench.registry import DATASETS
-
-__all__ = [  # the store's helpers, re-exported: families import them from here
-    "BUILDING",
-    "IMPORTING",
-    "OLD_MARK",
-    "SPLIT_FILES",
-    "DataOption",
-    "DatasetFamily",
-    "PresetValues",
-    "build_lock",
-    "describe_dataset",
-    "describe_split",
-    "fixture_root",
-    "leftovers",
-    "load_split",
-    "publish_dataset",
-    "ratio_dirname",
-    "replace_dir",
-    "save_split",
-    "seal_dataset",
-    "settle",
-    "verify_dataset",
-    "verify_manifest",
-]
 
 
 def fixture_root(data_root: Path) -> Path:
@@ -110,31 +78,6 @@ class PresetValues:
 
     hparams: Mapping[str, Any] = field(default_factory=dict)
     data_options: Mapping[str, Any] = field(default_factory=dict)
-
-
-Load = Callable[[Any, float], Splits]
-
-
-def _range_checked(load: Load) -> Load:
-    """``load`` whose splits are checked against the family's spec: a label or bias label
-    outside its classes is a BadDataError naming the dataset, the split, how many and the
-    first one (the run on it ends ``failed (bad data)``)."""
-
-    @functools.wraps(load)
-    def checked(self: DatasetFamily, ratio: float) -> Splits:
-        splits = load(self, ratio)
-        problems = splits_range_problems(splits, self.spec)
-        if problems:
-            spec = self.spec
-            raise BadDataError(
-                f"{spec.name} at {float(ratio):g}%: {'; '.join(problems)}; its data must match "
-                f"its spec ({spec.num_classes} classes, {spec.num_biases} bias labels): fix its "
-                "labels or its spec"
-            )
-        return splits
-
-    checked.checks_ranges = True  # type: ignore[attr-defined]
-    return checked
 
 
 class DatasetFamily(ABC):
@@ -183,7 +126,7 @@ class DatasetFamily(ABC):
         super().__init_subclass__(**kwargs)
         own = cls.__dict__.get("load")
         if own is not None and not getattr(own, "checks_ranges", False):
-            cls.load = _range_checked(own)  # type: ignore[method-assign]
+            cls.load = range_checked(own)  # type: ignore[method-assign]
 
     def __init__(self, raw_root: Path, data_root: Path, **options: Any) -> None:
         self.raw_root = Path(raw_root)
@@ -353,7 +296,7 @@ class DatasetFamily(ABC):
                 labels_out += [p for p in found if p not in labels_out]
         return changed, labels_out
 
-    @_range_checked
+    @range_checked
     def load(self, ratio: float) -> Splits:
         """Splits for one bias-conflicting ratio (in percent); prepares them when missing and
         checks every file read against the manifest (CorruptDataError on a mismatch, or when

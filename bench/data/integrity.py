@@ -34,13 +34,15 @@ keep working; no rebuild is asked for.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from debias_bench.data.contract import Splits, splits_range_problems
 from debias_bench.errors import CorruptDataError, FailReason, RunFailure
 
 MANIFEST = "manifest.json"
@@ -216,3 +218,28 @@ def fingerprint_of(digests: Mapping[str, str]) -> str:
 def manifest_digests(root: Path, fix: str) -> dict[str, str]:
     """Every file checksum the manifest of ``root`` lists (no re-hashing)."""
     return dict(read_manifest(root, fix)["files"])
+
+
+Load = Callable[[Any, float], Splits]
+
+
+def range_checked(load: Load) -> Load:
+    """``load`` whose splits are checked against the family's spec: a label or bias label
+    outside its classes is a BadDataError naming the dataset, the split, how many and the
+    first one (the run on it ends ``failed (bad data)``)."""
+
+    @functools.wraps(load)
+    def checked(self: Any, ratio: float) -> Splits:
+        splits = load(self, ratio)
+        problems = splits_range_problems(splits, self.spec)
+        if problems:
+            spec = self.spec
+            raise BadDataError(
+                f"{spec.name} at {float(ratio):g}%: {'; '.join(problems)}; its data must match "
+                f"its spec ({spec.num_classes} classes, {spec.num_biases} bias labels): fix its "
+                "labels or its spec"
+            )
+        return splits
+
+    checked.checks_ranges = True  # type: ignore[attr-defined]
+    return checked

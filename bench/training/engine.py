@@ -27,7 +27,8 @@ from debias_bench import __version__
 from debias_bench.config.hparams import EngineParams
 from debias_bench.config.run_config import RunConfig
 from debias_bench.data.contract import Splits, TrainStream, resize_split, resized_spec
-from debias_bench.data.family import DatasetFamily, build_lock
+from debias_bench.data.family import DatasetFamily
+from debias_bench.data.folder_swap import build_lock
 from debias_bench.data.iid import iid_valid
 from debias_bench.errors import BenchError, FailReason, RunFailure
 from debias_bench.registry import DATASETS, METHODS
