@@ -2,6 +2,7 @@
 
 from . import (
     analyze,
+    compare,
     config,
     data,
     listing,
@@ -22,6 +23,7 @@ COMMANDS = (
     config,
     status,
     report,
+    compare,
     regress,
     reproduce,
     track,

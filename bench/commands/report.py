@@ -15,6 +15,7 @@ import pandas as pd
 from debias_bench import paths
 from debias_bench.analysis.tuning_report import split_tuned, tuned_tables
 from debias_bench.config.selection import SELECTIONS
+from debias_bench.errors import ConfigError
 from debias_bench.launchers.preflight import check_store
 from debias_bench.reporting import (
     ALL,
@@ -22,6 +23,7 @@ from debias_bench.reporting import (
     METRICS,
     TABLES,
     ReportOptions,
+    Table,
     build_tables,
     load_paper,
     load_records,
@@ -30,6 +32,47 @@ from debias_bench.reporting import (
 from debias_bench.reporting.grouping import apply_where, parse_where
 from debias_bench.reporting.layout import reference_layout
 from debias_bench.reporting.paper import DEFAULT_PAPER
+from debias_bench.reporting.significance import (
+    ALPHA,
+    BOOTSTRAP_SEED,
+    INTERVALS,
+    RESAMPLES,
+    IntervalSpec,
+)
+
+
+def interval_spec(args: argparse.Namespace, default: str | None = None) -> IntervalSpec | None:
+    """``--interval`` (else ``default``) and its settings; a setting without an interval (or a
+    bootstrap one with a t-interval) is a usage error, so that no option is silently ignored."""
+    kind = args.interval or default
+    bootstrap = {
+        "--bootstrap-resamples": args.bootstrap_resamples,
+        "--bootstrap-seed": args.bootstrap_seed,
+    }
+    given = [k for k, v in bootstrap.items() if v is not None]
+    if kind is None:
+        alone = given + (["--alpha"] if args.alpha is not None else [])
+        if alone:
+            raise ConfigError(
+                f"{', '.join(alone)} needs --interval",
+                hint="add --interval (t) or --interval bootstrap",
+            )
+        return None
+    if given and kind != "bootstrap":
+        raise ConfigError(
+            f"{', '.join(given)} needs --interval bootstrap", hint="add it, or drop them"
+        )
+    try:
+        return IntervalSpec(
+            kind=kind,
+            alpha=ALPHA if args.alpha is None else args.alpha,
+            resamples=RESAMPLES if args.bootstrap_resamples is None else args.bootstrap_resamples,
+            seed=BOOTSTRAP_SEED if args.bootstrap_seed is None else args.bootstrap_seed,
+        )
+    except ValueError as error:
+        raise ConfigError(
+            str(error), hint="--alpha in (0, 1), e.g. 0.05; --bootstrap-resamples >= 1"
+        ) from None
 
 
 def options(args: argparse.Namespace) -> ReportOptions:
@@ -39,6 +82,37 @@ def options(args: argparse.Namespace) -> ReportOptions:
         metric=args.metric,
         split=args.split,
         ours=ours,
+        interval=interval_spec(args),
+    )
+
+
+def add_interval_options(parser: argparse.ArgumentParser, what: str) -> None:
+    """``--interval [t|bootstrap]``, ``--alpha``, ``--bootstrap-resamples``, ``--bootstrap-seed``
+    (``bench report`` and ``bench compare``)."""
+    parser.add_argument(
+        "--interval",
+        nargs="?",
+        const="t",
+        choices=INTERVALS,
+        help=f"{what} (default t when given without a value: a t-interval; bootstrap: a "
+        "percentile bootstrap interval)",
+    )
+    parser.add_argument(
+        "--alpha",
+        type=float,
+        help=f"level of the tests; the intervals cover 1 - alpha (default {ALPHA})",
+    )
+    parser.add_argument(
+        "--bootstrap-resamples",
+        type=int,
+        metavar="N",
+        help=f"resamples of --interval bootstrap (default {RESAMPLES})",
+    )
+    parser.add_argument(
+        "--bootstrap-seed",
+        type=int,
+        metavar="S",
+        help=f"seed of --interval bootstrap's resampling (default {BOOTSTRAP_SEED})",
     )
 
 
@@ -57,8 +131,8 @@ class ReportRequest:
     fragment: bool = False
 
 
-def report_text(request: ReportRequest) -> tuple[str, int, pd.DataFrame]:
-    """The rendered report, its number of tables, and the records it drew on."""
+def report_text(request: ReportRequest) -> tuple[str, list[Table], pd.DataFrame]:
+    """The rendered report, its tables, and the records it drew on."""
     store = check_store(request.out)  # no store: exit 2 naming it (launchers.preflight)
     records = load_records(store)
     if records.empty:
@@ -81,7 +155,7 @@ def report_text(request: ReportRequest) -> tuple[str, int, pd.DataFrame]:
         text = page(store, tables, records, opts, paper, runs=every_run)
     else:
         text = render(tables, request.format, standalone=not request.fragment)
-    return text, len(tables), records
+    return text, tables, records
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -96,7 +170,8 @@ def cmd_report(args: argparse.Namespace) -> int:
         where=tuple(args.where or ()),
         fragment=args.fragment,
     )
-    text, n_tables, records = report_text(request)
+    text, tables, records = report_text(request)
+    n_tables = len(tables)
     if args.output:
         Path(args.output).parent.mkdir(parents=True, exist_ok=True)
         Path(args.output).write_text(text)
@@ -104,10 +179,15 @@ def cmd_report(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(text)
     if args.plot:
-        from debias_bench.reporting.plots import plot_ratio_curves  # matplotlib only when asked
+        from debias_bench.reporting.plots import (  # matplotlib only when asked
+            plot_rank_diagrams,
+            plot_ratio_curves,
+        )
 
         paper = load_paper(request.paper) if request.paper else None
         written = plot_ratio_curves(records, request.opts, Path(args.plot), paper)
+        if request.opts.interval is not None:
+            written += plot_rank_diagrams(tables, Path(args.plot))
         print(f"wrote {len(written)} plot files under {args.plot}", file=sys.stderr)
     return 0
 
@@ -171,6 +251,16 @@ def add(sub: argparse._SubParsersAction) -> None:
         help="LaTeX: the table environments only, to \\input into a paper",
     )
     report.add_argument(
-        "--plot", metavar="DIR", help="also write accuracy-vs-ratio plots (PNG and PDF) to DIR"
+        "--plot",
+        metavar="DIR",
+        help="also write accuracy-vs-ratio plots (PNG and PDF) to DIR (with --interval, the "
+        "critical-difference diagram of each accuracy table too)",
+    )
+    add_interval_options(
+        report,
+        "print each cell's interval of the mean over seeds, mark the cells not distinguishable "
+        "from their row's best (paired or Welch t-tests, Holm over the table), and rank the "
+        "methods over the table's cells (Friedman, Nemenyi; a critical-difference diagram in "
+        "HTML and with --plot)",
     )
     report.set_defaults(func=cmd_report)

@@ -4,6 +4,11 @@ Runs of different protocols or presets are never averaged together: each (protoc
 gets its own table, and the caption says which. Within a table, a cell averages the seeds of one
 configuration only (:func:`~debias_bench.reporting.grouping.check_cells` stops the report when a
 cell's runs differ in anything but the seed, and names a ``--where`` filter).
+
+With ``--interval`` (``opts.interval``) each cell carries the interval of its mean, the cells
+that cannot be told from their row's best are marked (:func:`~debias_bench.reporting.stats.
+mark_ties`), and the table its methods' average ranks with the Friedman and Nemenyi tests
+(:func:`~debias_bench.reporting.significance.rank_test`).
 """
 
 from __future__ import annotations
@@ -32,7 +37,8 @@ from debias_bench.reporting.runs import (
     run_table,
     unfinished_notes,
 )
-from debias_bench.reporting.stats import mark_best
+from debias_bench.reporting.significance import RankTest, rank_test
+from debias_bench.reporting.stats import TieTests, mark_best, mark_ties, samples_by, set_interval
 
 KEYS = ["dataset", "ratio", "method"]
 
@@ -50,7 +56,7 @@ def accuracy_tables(
     done = finished(records, opts)
     tables = []
     for protocol, preset, block in checked_blocks(runs, KEYS):
-        rows, datasets, methods, max_n = _rows(block, done, opts, paper)
+        rows, datasets, methods, max_n, ties, ranks = _rows(block, done, opts, paper)
         metric = opts.metric.replace("_", " ")
         what = (
             f"{opts.split.capitalize()} {metric} (%) on "
@@ -61,13 +67,16 @@ def accuracy_tables(
             Table(
                 name=table.id,
                 title=table.heading(),
-                caption=caption(what, protocol, preset, opts, max_n, paper, table.label),
+                caption=caption(
+                    what, protocol, preset, opts, max_n, paper, table.label, ties, ranks
+                ),
                 row_headers=("dataset", "ratio %", "source") if paper else ("dataset", "ratio %"),
                 columns=[Column(m, method_name(m), bias_marker(m)) for m in methods],
                 rows=rows,
                 notes=unfinished_notes(block),
                 display={d: dataset_name(d) for d in datasets},
                 meta=block_meta(protocol, preset, opts),
+                ranks=ranks,
             )
         )
     return tables
@@ -75,13 +84,14 @@ def accuracy_tables(
 
 def _rows(
     block: pd.DataFrame, done: pd.DataFrame, opts: ReportOptions, paper: PaperNumbers | None
-) -> tuple[list[Row], list[str], list[str], int]:
-    """(rows, datasets, methods, max n) of one block: a row per (dataset, ratio), and under it
-    the paper's row and the difference when comparing."""
+) -> tuple[list[Row], list[str], list[str], int, TieTests | None, RankTest | None]:
+    """(rows, datasets, methods, max n, ties, ranks) of one block: a row per (dataset, ratio),
+    and under it the paper's row and the difference when comparing; ties and ranks with
+    ``--interval``."""
     seeds = SeedCells.of(block, done, KEYS, opts)
     methods = method_order(block["method"].unique().tolist())
     datasets = dataset_order(block["dataset"].unique().tolist())
-    rows = []
+    rows, ours = [], []
     for dataset in datasets:
         for ratio in sorted(block.loc[block["dataset"] == dataset, "ratio"].unique()):
             cells = {m: seeds.cell((dataset, ratio, m)) for m in methods}
@@ -89,7 +99,35 @@ def _rows(
             labels = (dataset, ratio_label(ratio))
             row = Row((*labels, "ours") if paper else labels, cells, "ours", dataset)
             rows.append(row)
+            ours.append(((dataset, float(ratio)), row))
             if paper is not None:
                 shown = paper_accuracy_row(paper, dataset, float(ratio), methods, opts)
                 rows += paper_rows(labels, dataset, row, shown)
-    return rows, datasets, methods, seeds.max_n
+    ties, ranks = _significance(ours, block, done, opts)
+    return rows, datasets, methods, seeds.max_n, ties, ranks
+
+
+def _significance(
+    ours: list[tuple[tuple[str, float], Row]],
+    block: pd.DataFrame,
+    done: pd.DataFrame,
+    opts: ReportOptions,
+) -> tuple[TieTests | None, RankTest | None]:
+    """With ``opts.interval``: the intervals and ties of our rows ((dataset, ratio), row), and
+    the methods' ranks over them."""
+    spec = opts.interval
+    if spec is None:
+        return None, None
+    found = samples_by(done[done["run_id"].isin(block["run_id"])], KEYS, opts.metric)
+    samples = []
+    for key, row in ours:
+        by_method = {m: found[(*key, m)] for m in row.cells if (*key, m) in found}
+        for method, cell in row.cells.items():
+            set_interval(cell, by_method.get(method), spec)
+        samples.append(by_method)
+    ties = mark_ties([row.cells for _, row in ours], samples, spec.alpha)
+    grid = {
+        f"{dataset} {ratio:g}": {m: c.mean for m, c in row.cells.items() if c.mean is not None}
+        for (dataset, ratio), row in ours
+    }
+    return ties, rank_test(grid, spec.alpha)

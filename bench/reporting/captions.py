@@ -5,7 +5,8 @@ from __future__ import annotations
 from debias_bench.reporting.layout import dataset_name, kind_of_test_set, method_name
 from debias_bench.reporting.options import ReportOptions
 from debias_bench.reporting.paper import PaperNumbers
-from debias_bench.reporting.stats import STATISTIC
+from debias_bench.reporting.significance import PAIRED, WELCH, RankTest
+from debias_bench.reporting.stats import STATISTIC, TieTests
 
 
 def ratio_label(ratio: float) -> str:
@@ -30,14 +31,19 @@ def caption(
     max_n: int,
     paper: PaperNumbers | None = None,
     paper_table: str = "",
+    ties: TieTests | None = None,
+    ranks: RankTest | None = None,
 ) -> str:
-    """``what`` the cells are, then the protocol, statistic, marks and the paper's rows."""
+    """``what`` the cells are, then the protocol, statistic, marks, the tests behind the ties
+    and the ranks (``--interval``), and the paper's rows."""
     parts = [
         f"{what} Protocol `{protocol}`, preset `{preset}`, model selection `{opts.selection}`.",
         f"Cells: {STATISTIC}; n = {max_n} seed{'' if max_n == 1 else 's'} unless a cell shows "
         "its own n.",
-        "Best per row in bold.",
     ]
+    if opts.interval is not None:
+        parts.append(f"In square brackets: {opts.interval.describe()}.")
+    parts.append("Best per row in bold." if ties is None else significance_text(ties))
     if opts.ours:
         parts.append(
             f"In brackets: {method_name(opts.ours)}'s gain (+) or loss (-) against the best "
@@ -50,6 +56,8 @@ def caption(
         "validation split: each result.json says why) (runs not in the table are listed below "
         "it)."
     )
+    if ranks is not None:
+        parts.append(ranks.describe(method_name))
     if paper is not None:
         parts.append(
             f"Rows `paper`: {paper.short_source()}, {paper_table} ({paper.statistic}; produced "
@@ -59,3 +67,16 @@ def caption(
             "(std_ours = 0 for a single seed)."
         )
     return " ".join(parts)
+
+
+def significance_text(ties: TieTests) -> str:
+    """How the bold and ≈ marks were decided: the tests, how many of each, the correction."""
+    return (
+        f"Best per row (highest printed mean) in bold; ≈: not distinguishable from it at "
+        f"α = {ties.alpha:g}: a two-sided {PAIRED}-test on the seeds both ran "
+        f"({ties.paired} comparison{'' if ties.paired == 1 else 's'}; runs of one seed share "
+        f"the data build and the batch order, drawn from (seed, epoch)), a {WELCH}-test where "
+        f"the seeds or the data build differ ({ties.welch}), Holm-corrected over the table's "
+        f"{ties.total} comparison{'' if ties.total == 1 else 's'}; a cell with a single seed "
+        "(or beside a best with one) cannot be tested and is marked ≈ too."
+    )

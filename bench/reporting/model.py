@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from debias_bench.reporting.significance import RankTest
+
 
 @dataclass
 class Cell:
@@ -16,7 +18,10 @@ class Cell:
     ``delta`` is the ``--ours`` method's gain (>0) or loss (<0) against the best other method
     of the row; ``flag`` marks a paper comparison whose difference exceeds the combined std;
     ``ratio`` is a cost relative to the paper's baseline (Vanilla); ``unit`` follows the mean
-    (" s", " MB").
+    (" s", " MB"). With ``bench report --interval``: ``low``/``high`` bound the interval of the
+    mean over seeds, ``tie`` marks a cell not distinguishable from its row's best at the
+    report's level, ``p`` is its test's Holm-corrected p-value against that best (None: the
+    best itself, or too few seeds to test).
     """
 
     mean: float | None = None
@@ -30,6 +35,10 @@ class Cell:
     ratio: float | None = None
     signed: bool = False  # print the mean with its sign (a difference row)
     digits: int = 2
+    low: float | None = None
+    high: float | None = None
+    tie: bool = False
+    p: float | None = None
 
     @property
     def has_value(self) -> bool:
@@ -72,3 +81,5 @@ class Table:
     meta: dict[str, str] = field(default_factory=dict)
     #: how LaTeX prints a row label that is a registry key (``cmnist`` -> ``Colored MNIST``)
     display: dict[str, str] = field(default_factory=dict)
+    #: average ranks of the methods over the table's cells, Friedman and Nemenyi (``--interval``)
+    ranks: RankTest | None = None

@@ -1,10 +1,12 @@
-"""What a report shows: the model selection, metric and split, and whose gain is bracketed."""
+"""What a report shows: the model selection, metric and split, whose gain is bracketed, and
+whether cells carry intervals and significance marks (``interval``)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 from debias_bench.reporting.layout import reference_layout
+from debias_bench.reporting.significance import IntervalSpec
 
 
 def _papers_method() -> str | None:
@@ -20,3 +22,6 @@ class ReportOptions:
     #: the paper's own method unless given
     ours: str | None = field(default_factory=_papers_method)
     digits: int = 2
+    #: intervals of the means, ties with the best and ranks (``--interval``); None: the paper's
+    #: mean ± std and bold alone
+    interval: IntervalSpec | None = None

@@ -1,4 +1,5 @@
-"""Accuracy against bias-conflicting ratio, one figure per dataset (PNG and PDF).
+"""Accuracy against bias-conflicting ratio, one figure per dataset (PNG and PDF), and the
+critical-difference diagram of a table's ranks (``--interval``).
 
 Figures are drawn on matplotlib's Agg canvas without pyplot, so nothing here needs a display
 or changes the caller's backend.
@@ -15,11 +16,14 @@ import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from debias_bench.reporting.figures import save_png_pdf
 from debias_bench.reporting.grouping import check_cells
 from debias_bench.reporting.layout import dataset_name, method_name, method_order
+from debias_bench.reporting.model import Table
 from debias_bench.reporting.options import ReportOptions
 from debias_bench.reporting.paper import PaperNumbers
 from debias_bench.reporting.runs import finished
+from debias_bench.reporting.significance import RankTest
 from debias_bench.reporting.stats import seed_stats
 
 FORMATS = ("png", "pdf")
@@ -122,6 +126,63 @@ def plot_ratio_curves(
             fig.savefig(path, dpi=150)
             written.append(path)
     return written
+
+
+def rank_figure(ranks: RankTest, title: str) -> Figure:
+    """The critical-difference diagram (Demsar 2006; ``scikit_posthocs``): each method at its
+    average rank (1 = best, on the left), a bar joining the methods the Nemenyi test does not
+    tell apart at the level, and the critical difference drawn to scale."""
+    import scikit_posthocs as sp  # heavy (seaborn): only when a diagram is drawn
+
+    fig = Figure(figsize=(6.4, 1.2 + 0.28 * len(ranks.methods)), layout="constrained")
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    names = {m: method_name(m) for m in ranks.methods}
+    p = pd.DataFrame(1.0, index=list(names.values()), columns=list(names.values()))
+    for (a, b), value in ranks.nemenyi.items():
+        p.loc[names[a], names[b]] = value
+    sp.critical_difference_diagram(
+        {names[m]: r for m, r in ranks.ranks.items()},
+        p,
+        alpha=ranks.alpha,
+        ax=ax,
+        label_fmt_left="{label} ({rank:.2f})",
+        label_fmt_right="({rank:.2f}) {label}",
+        label_props={"fontsize": 8},
+    )
+    k = len(ranks.methods)
+    ax.set_xticks(range(1, k + 1))
+    left, right = ax.get_xlim()
+    ax.set_xlim(left, right + 0.4)  # room for the right-hand labels
+    at = ax.get_xaxis_transform()  # x in ranks, y in axes fractions
+    ax.plot([1, 1 + ranks.cd], [1.16, 1.16], color="tab:red", linewidth=2, clip_on=False,
+            transform=at)  # fmt: skip
+    ax.text(1 + ranks.cd / 2, 1.18, f"critical difference {ranks.cd:.2f}", ha="center",
+            va="bottom", fontsize=8, color="tab:red", transform=at)  # fmt: skip
+    fig.suptitle(
+        f"{title}\naverage rank over {len(ranks.blocks)} cells (1 = best); Friedman "
+        f"χ²({k - 1}) = {ranks.statistic:.2f}, p = {ranks.p:.3g}; bars: Nemenyi p ≥ "
+        f"{ranks.alpha:g}",
+        fontsize=8,
+    )
+    return fig
+
+
+def rank_figures(tables: list[Table]) -> Iterator[tuple[str, Figure]]:
+    """(file stem, diagram) per table with ranks (``bench report --interval``)."""
+    for table in tables:
+        if table.ranks is None:
+            continue
+        meta = table.meta
+        keys = ("protocol", "preset", "metric", "selection")
+        stem = "_".join(["ranks", table.name, *(meta.get(k, "?") for k in keys)])
+        title = f"{table.title}: protocol {meta.get('protocol')}, preset {meta.get('preset')}"
+        yield stem, rank_figure(table.ranks, title)
+
+
+def plot_rank_diagrams(tables: list[Table], out_dir: Path) -> list[Path]:
+    """Write each table's critical-difference diagram as PNG and PDF; returns the paths."""
+    return [p for stem, fig in rank_figures(tables) for p in save_png_pdf(fig, out_dir / stem)]
 
 
 def plot_reproduction(cells: list[Any], title: str, path: Path) -> Path:

@@ -8,7 +8,11 @@ import pandas as pd
 
 from debias_bench.reporting.model import Table
 
-CELL_FIELDS = ("mean", "std", "n", "missing", "bold", "delta", "flag", "ratio")
+#: ``low``/``high``: the interval of the mean, ``tie``: not distinguishable from the row's best,
+#: ``p``: that test's Holm-corrected p-value (``bench report --interval``; empty without)
+CELL_FIELDS = (
+    "mean", "std", "n", "missing", "bold", "delta", "flag", "ratio", "low", "high", "tie", "p"
+)  # fmt: skip
 
 
 def cell_rows(table: Table) -> list[dict[str, Any]]:

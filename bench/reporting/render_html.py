@@ -41,7 +41,7 @@ thead th { border-bottom: 2px solid #555; }
 tr.group-start td { border-top: 2px solid #999; }
 tr.paper td, tr.diff td { color: #555; font-style: italic; }
 td.sep, th.sep { border-left: 2px solid #999; }
-.std, .n, .missing { color: #666; font-size: .85em; }
+.std, .n, .missing, .ci { color: #666; font-size: .85em; }
 .gain { font-size: .85em; font-weight: 600; }
 .notes { font-size: .85em; color: #444; } .notes ul { margin: .2em 0 1.5em; }
 .plots { display: flex; flex-wrap: wrap; gap: 1em; }
@@ -54,7 +54,13 @@ code { font-size: .9em; }
 #: the runs listed under "Failures": they ended without a result and will not finish alone
 FAILURES = (RunState.FAILED.value, RunState.DEAD.value, RunState.CORRUPT.value)
 #: the page's sections: (id, link text)
-NAV = (("plots", "Plots"), ("tables", "Tables"), ("failures", "Failures"), ("runs", "Runs"))
+NAV = (
+    ("plots", "Plots"),
+    ("ranks", "Ranks"),
+    ("tables", "Tables"),
+    ("failures", "Failures"),
+    ("runs", "Runs"),
+)
 #: the provenance table's columns: (key, header)
 RUN_FIELDS = (
     ("run_id", "run id"),
@@ -77,6 +83,7 @@ RUN_FIELDS = (
 class Plot:
     name: str  # the file stem `bench report --plot` would write it under
     png: bytes
+    alt: str = "accuracy against ratio"  # what it shows, before the name
 
 
 def inline(text: str) -> str:
@@ -95,6 +102,9 @@ def cell_html(cell: Cell) -> str:
         text = f'<strong class="best">{text}</strong>'
     if cell.std is not None:
         text += f' <span class="std">± {number(cell.std, cell.digits)}</span>'
+    if cell.low is not None and cell.high is not None:
+        bounds = f"{number(cell.low, cell.digits)}, {number(cell.high, cell.digits)}"
+        text += f' <span class="ci">[{bounds}]</span>'
     if cell.ratio is not None:
         text += f' <span class="std">({escape(ratio_text(cell))})</span>'
     if cell.delta is not None:
@@ -103,6 +113,8 @@ def cell_html(cell: Cell) -> str:
         text += f' <span class="n">(n={cell.n})</span>'
     if cell.flag:
         text += ' <sup title="differs from the paper by more than the combined std">†</sup>'
+    if cell.tie:
+        text += ' <sup class="tie" title="not distinguishable from the best of its row">≈</sup>'
     return text
 
 
@@ -150,7 +162,7 @@ def figure_html(plot: Plot) -> str:
     data = base64.b64encode(plot.png).decode("ascii")
     name = escape(plot.name)
     return (
-        f'<figure><img src="data:image/png;base64,{data}" alt="accuracy against ratio: {name}">'
+        f'<figure><img src="data:image/png;base64,{data}" alt="{escape(plot.alt)}: {name}">'
         f"<figcaption>{name}</figcaption></figure>"
     )
 
@@ -175,14 +187,24 @@ def render(
     runs: Sequence[dict[str, str]] = (),
     title: str = "bench report",
     summary: str = "",
+    ranks: Sequence[Plot] = (),
 ) -> str:
     """The page; without plots, failures or runs (``render(tables, "html")``) it holds the
-    tables alone."""
+    tables alone; ``ranks``: the critical-difference diagrams (``--interval``)."""
     sections = [f"<h1>{escape(title)}</h1>"] + ([f"<p>{inline(summary)}</p>"] if summary else [])
     if plots:
         figures = "\n".join(figure_html(p) for p in plots)
         figures = f'<div class="plots">\n{figures}\n</div>'
         sections.append(f'<section id="plots"><h2>Accuracy against ratio</h2>\n{figures}</section>')
+    if ranks:
+        figures = "\n".join(figure_html(p) for p in ranks)
+        sections.append(
+            '<section id="ranks"><h2>Ranks across the grid</h2>\n<p class="caption">Each '
+            "accuracy table's methods at their average rank over its cells (1 = best mean), "
+            "joined by a bar where the Nemenyi test after a Friedman test does not tell them "
+            "apart; the critical difference in red. Each table's caption gives the numbers."
+            f'</p>\n<div class="plots">\n{figures}\n</div></section>'
+        )
     body = "\n".join(render_table(t, i) for i, t in enumerate(tables, start=1))
     body = body or "<p>No runs for this table yet.</p>"
     sections.append(f'<section id="tables"><h2>Tables</h2>\n{body}\n</section>')
@@ -251,10 +273,18 @@ def page(
 ) -> str:
     """The full page: ``tables``, the plots of ``records`` (``--plot``'s figures), and the
     failures and provenance of ``runs`` (default: ``records``)."""
-    from debias_bench.reporting.plots import png_bytes, ratio_figures  # matplotlib: here only
+    from debias_bench.reporting.plots import (  # matplotlib: here only
+        png_bytes,
+        rank_figures,
+        ratio_figures,
+    )
 
     runs = records if runs is None else runs
     plots = [Plot(stem, png_bytes(fig)) for stem, fig in ratio_figures(records, opts, paper)]
+    ranks = [
+        Plot(stem, png_bytes(fig), "critical-difference diagram")
+        for stem, fig in rank_figures(tables)
+    ]
     listed = run_table(runs)
     failures = unfinished_notes(listed[listed["state"].isin(FAILURES)])
     counts = listed["state"].value_counts().sort_index()
@@ -262,4 +292,4 @@ def page(
         ", ".join(f"{n} {state}" for state, n in counts.items()) or "none"
     )
     summary += f"); selection `{opts.selection}`, {opts.split} {opts.metric}."
-    return render(tables, plots, failures, run_rows(store, runs), summary=summary)
+    return render(tables, plots, failures, run_rows(store, runs), summary=summary, ranks=ranks)

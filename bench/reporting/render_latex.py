@@ -3,7 +3,9 @@
 The document needs only ``booktabs`` (Debian: texlive-latex-recommended), ``graphicx`` and
 ``geometry`` (texlive-latex-base). Cells use three small macros, defined with
 ``\\providecommand`` inside each table so a pasted fragment keeps working:
-``\\dbstd{0.28}`` (the std), ``\\dbgain{+1.10}`` (the bracket) and ``\\dbn{2}`` (the seed count).
+``\\dbstd{0.28}`` (the std), ``\\dbgain{+1.10}`` (the bracket), ``\\dbn{2}`` (the seed count),
+``\\dbci{77.15}{87.19}`` (the interval of the mean) and ``\\dbtie`` (not distinguishable from
+the row's best).
 """
 
 from __future__ import annotations
@@ -25,6 +27,10 @@ MACROS = r"""\providecommand{\dbstd}[1]{{\scriptsize$\pm$#1}}
 \providecommand{\dbgain}[1]{{\footnotesize\textbf{(#1)}}}
 \providecommand{\dbn}[1]{{\scriptsize\,(n=#1)}}
 \providecommand{\dbmiss}[1]{{\scriptsize #1}}
+"""
+#: the macros of ``--interval``'s marks, defined only in the tables that use them
+STATS_MACROS = r"""\providecommand{\dbci}[2]{{\scriptsize\,[#1, #2]}}
+\providecommand{\dbtie}{$^{\approx}$}
 """
 #: tables wider than this many value columns are scaled to the line width
 RESIZE_ABOVE = 5
@@ -72,6 +78,9 @@ def cell_tex(cell: Cell) -> str:
         text = rf"\textbf{{{text}}}"
     if cell.std is not None:
         text += rf"\dbstd{{{number(cell.std, cell.digits)}}}"
+    if cell.low is not None and cell.high is not None:
+        low, high = (_signed(v, cell.digits).lstrip("+") for v in (cell.low, cell.high))
+        text += rf"\dbci{{{low}}}{{{high}}}"
     if cell.ratio is not None:
         text += rf" \dbmiss{{({escape(ratio_text(cell))})}}"
     if cell.delta is not None:
@@ -80,6 +89,8 @@ def cell_tex(cell: Cell) -> str:
         text += rf"\dbn{{{cell.n}}}"
     if cell.flag:
         text += r"$^{\dagger}$"
+    if cell.tie:
+        text += r"\dbtie{}"
     return text
 
 
@@ -109,7 +120,10 @@ def render_table(table: Table, label: str = "") -> str:
     spec = "l" * n_labels + "".join(
         r"@{\hspace{1.5em}}c" if c.key in table.separated else "c" for c in table.columns
     )
-    lines = [r"\begin{table}[htbp]", r"\centering", MACROS.rstrip("\n")]
+    macros = MACROS
+    if any(c.low is not None or c.tie for row in table.rows for c in row.cells.values()):
+        macros += STATS_MACROS
+    lines = [r"\begin{table}[htbp]", r"\centering", macros.rstrip("\n")]
     lines.append(rf"\caption{{\textbf{{{escape(table.title)}.}} {escape(table.caption)}}}")
     if label:
         lines.append(rf"\label{{{label}}}")

@@ -17,6 +17,8 @@ def cell_text(cell: Cell) -> str:
         text = f"**{text}**"
     if cell.std is not None:
         text += f" ± {number(cell.std, cell.digits)}"
+    if cell.low is not None and cell.high is not None:
+        text += f" [{number(cell.low, cell.digits)}, {number(cell.high, cell.digits)}]"
     if cell.ratio is not None:
         text += f" ({ratio_text(cell)})"
     if cell.delta is not None:
@@ -25,6 +27,8 @@ def cell_text(cell: Cell) -> str:
         text += f" (n={cell.n})"
     if cell.flag:
         text += " †"
+    if cell.tie:
+        text += " ≈"
     return text
 
 

@@ -1,13 +1,24 @@
-"""Seed statistics, the reasons for empty cells, and the best-in-row / gain marks."""
+"""Seed statistics, the reasons for empty cells, the best-in-row / gain marks, and (with
+``--interval``) each cell's interval and whether it can be told from its row's best."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Hashable, Iterable, Sequence
+from dataclasses import dataclass
 
 import pandas as pd
 
+from debias_bench.reporting.grouping import FINGERPRINT
 from debias_bench.reporting.model import Cell
+from debias_bench.reporting.significance import (
+    PAIRED,
+    Difference,
+    IntervalSpec,
+    Sample,
+    corrected,
+)
+from debias_bench.reporting.significance import difference as sample_difference
 from debias_bench.runs.states import RunState
 
 #: the spread printed after ``±``: the sample standard deviation over seeds
@@ -107,3 +118,64 @@ def diff_cell(ours: Cell, paper: Cell) -> Cell:
         flag=abs(diff) > combined_std(ours.std, paper.std) + 1e-9,
         digits=ours.digits,
     )
+
+
+# ------------------------------------------------------------------------- significance marks
+def samples_by(done: pd.DataFrame, keys: list[str], metric: str) -> dict[Hashable, Sample]:
+    """Per key of ``keys`` (a tuple, or the value for one key), the finished ``metric`` by seed
+    and the data builds of those runs (``done``: one row per run, as :func:`finished` gives)."""
+    found: dict[Hashable, Sample] = {}
+    for key, group in done.dropna(subset=[metric]).groupby(keys):
+        values = {int(seed): float(v) for seed, v in zip(group["seed"], group[metric], strict=True)}
+        builds = group[FINGERPRINT].dropna() if FINGERPRINT in group else pd.Series([], dtype=str)
+        found[key[0] if len(keys) == 1 else key] = Sample(values, frozenset(map(str, builds)))
+    return found
+
+
+def set_interval(cell: Cell, sample: Sample | None, spec: IntervalSpec) -> None:
+    """The interval of the cell's mean over its seeds (none for a single seed)."""
+    bounds = spec.of(list(sample.values.values())) if sample is not None else None
+    if cell.has_value and bounds is not None:
+        cell.low, cell.high = bounds
+
+
+@dataclass(frozen=True)
+class TieTests:
+    """The tests behind a table's ties: how many paired and Welch, the level."""
+
+    paired: int
+    welch: int
+    alpha: float
+
+    @property
+    def total(self) -> int:
+        return self.paired + self.welch
+
+
+def mark_ties(
+    rows: Sequence[dict[str, Cell]], samples: Sequence[dict[str, Sample]], alpha: float
+) -> TieTests:
+    """Test every other filled cell of each row against the row's best (bold, from
+    :func:`mark_best`; of several equal printed means, the highest mean), Holm over all the
+    rows' tests, and mark ``tie`` where the corrected p is ``>= alpha``. A cell or best with
+    fewer than 2 seeds cannot be tested: it is a tie (nothing tells them apart)."""
+    tested: list[tuple[Cell, Difference]] = []
+    for cells, sample in zip(rows, samples, strict=True):
+        bold = [k for k, c in cells.items() if c.bold and k in sample]
+        if not bold:
+            continue
+        best = max(bold, key=lambda k: sample[k].mean)
+        for key, cell in cells.items():
+            if not cell.has_value or cell.bold:
+                continue
+            found = sample_difference(sample[best], sample[key]) if key in sample else None
+            if found is None:
+                cell.tie = True
+            else:
+                tested.append((cell, found))
+    adjusted = corrected([d for _, d in tested])
+    for (cell, _), found in zip(tested, adjusted, strict=True):
+        cell.p = found.p_adjusted
+        cell.tie = not found.holds(alpha)
+    paired = sum(d.test == PAIRED for _, d in tested)
+    return TieTests(paired, len(tested) - paired, alpha)

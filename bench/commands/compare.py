@@ -1,0 +1,325 @@
+"""`bench compare A B [B ...]`: does A differ from B, cell by cell, and how many seeds would tell?
+
+Reads finished runs from a run store (``--out``) or the committed reproduction CSV (``--csv``,
+its recipe runs only: the rows with ``overrides`` are variants), and prints per (dataset, ratio)
+the difference of the means over seeds, its interval, the test (paired t where the two methods'
+runs share seeds and data build, Welch's t otherwise), the p-value and after Holm's correction
+over every test printed, and how many seeds per method a two-sided t-test at ``--alpha`` needs
+to detect the observed difference with ``--power`` (the observed spread taken as true).
+With ``--compare-paper``, the paper's difference and whether its claim holds here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from tabulate import tabulate
+
+from debias_bench import paths
+from debias_bench.config.selection import SELECTIONS
+from debias_bench.errors import ConfigError
+from debias_bench.launchers.preflight import check_store
+from debias_bench.reporting import METRICS, ReportOptions, load_paper, load_records
+from debias_bench.reporting.grouping import apply_where, parse_where
+from debias_bench.reporting.layout import method_name, reference_layout
+from debias_bench.reporting.paper import DEFAULT_PAPER, PaperNumbers
+from debias_bench.reporting.runs import checked_blocks, finished, run_table
+from debias_bench.reporting.significance import (
+    MAX_SEEDS,
+    PAIRED,
+    POWER,
+    Compared,
+    Difference,
+    IntervalSpec,
+    Sample,
+    compare_methods,
+    holm_compared,
+    seeds_needed,
+)
+from debias_bench.reporting.stats import samples_by
+from debias_bench.reproduction.export import read_csv
+
+from .report import add_interval_options, interval_spec
+
+KEYS = ["dataset", "ratio", "method"]
+FORMATS = ("text", "markdown", "csv")
+
+
+@dataclass(frozen=True)
+class CompareRequest:
+    """Which runs, which methods, which statistics."""
+
+    a: str
+    others: tuple[str, ...]
+    out: Path | None = None
+    csv: Path | None = None
+    dataset: str | None = None
+    opts: ReportOptions = field(default_factory=lambda: ReportOptions(ours=None))
+    protocol: str | None = None
+    preset: str | None = None
+    where: tuple[str, ...] = ()
+    power: float = POWER
+    paper: str | None = None
+
+
+def csv_records(path: Path, selection: str, split: str) -> pd.DataFrame:
+    """The recipe runs of a reproduction CSV as finished records (``finished`` reads them)."""
+    if split != "test":
+        raise ConfigError(f"{path} holds test numbers only", hint="drop --split, or use --out")
+    frame = read_csv(path)
+    frame = frame[frame["selection"] == selection]
+    variants = int((frame["overrides"] != "").sum())
+    frame = frame[frame["overrides"] == ""].copy()
+    if variants:
+        print(f"note: {variants} runs off the recipe left out of {path}", file=sys.stderr)
+    frame["state"] = "done"
+    frame["split"] = "test"
+    frame["run_id"] = [
+        f"{r.dataset}_{r.method}_r{r.ratio:g}_s{r.seed}_{r.protocol}_{r.preset}"
+        for r in frame.itertuples()
+    ]
+    return frame
+
+
+def samples(request: CompareRequest) -> dict[tuple[str, str], dict[tuple[str, float, str], Sample]]:
+    """(protocol, preset) -> (dataset, ratio, method) -> values by seed: from the store, each
+    cell checked to hold one configuration, or from the CSV's recipe runs."""
+    opts = request.opts
+    if request.csv is not None:
+        records = csv_records(request.csv, opts.selection, opts.split)
+    else:
+        assert request.out is not None
+        records = load_records(check_store(request.out))
+    for column in ("protocol", "preset", "dataset"):
+        wanted = getattr(request, column)
+        if wanted:
+            records = records[records[column] == wanted]
+    if request.where:
+        records = apply_where(records, parse_where(list(request.where)))
+    records = records[records["method"].isin((request.a, *request.others))]
+    if request.csv is not None:
+        done = records
+        blocks = [(str(p), str(s), b) for (p, s), b in records.groupby(["protocol", "preset"])]
+    else:
+        done = finished(records, opts)
+        blocks = list(checked_blocks(run_table(records), KEYS))
+    found = {}
+    for protocol, preset, block in blocks:
+        mine = done[done["run_id"].isin(block["run_id"])]
+        cells = samples_by(mine, KEYS, opts.metric)
+        if cells:
+            found[(protocol, preset)] = {
+                (str(d), float(r), str(m)): v for (d, r, m), v in cells.items()
+            }
+    return found
+
+
+def _check_methods(
+    request: CompareRequest, found: dict[Any, dict[tuple[str, float, str], Sample]]
+) -> None:
+    there = sorted({m for cells in found.values() for _, _, m in cells})
+    for method in (request.a, *request.others):
+        if method not in there:
+            where = f"--csv {request.csv}" if request.csv else f"--out {request.out}"
+            raise ConfigError(
+                f"no finished runs of {method!r} in {where}"
+                + (f" on {request.dataset}" if request.dataset else "")
+                + f" (selection {request.opts.selection}, {request.opts.metric})",
+                hint=f"methods there: {', '.join(there) or 'none'}",
+            )
+
+
+def _seeds(n: int | None) -> str:
+    if n is None:
+        return "–"
+    return f"> {MAX_SEEDS}" if n > MAX_SEEDS else str(n)
+
+
+def family_seeds(d: Difference, alpha: float, m: int, power: float) -> int | None:
+    """Seeds per method for ``power`` at alpha/m: Holm's first step, so enough for Holm's
+    correction over ``m`` tests whatever the other p-values."""
+    return seeds_needed(d.effect, d.test == PAIRED, alpha / max(m, 1), power)
+
+
+def verdict(c: Compared, paper_diff: float | None, alpha: float, needed: int | None) -> str:
+    """Whether the paper's claim (the sign of its difference) holds in these runs; where it
+    does not yet, the seeds (``needed``, for the whole family) that would tell."""
+    d = c.difference
+    if paper_diff is None or d is None:
+        return "no claim" if paper_diff is None else "untested (n < 2)"
+    if paper_diff == 0 or d.diff == 0:
+        return "no direction"
+    same = math.copysign(1, d.diff) == math.copysign(1, paper_diff)
+    if not same:
+        return "reversed" + (" (significant)" if d.holds(alpha) else "")
+    return "holds" if d.holds(alpha) else f"needs {_seeds(needed)} seeds"
+
+
+def rows(
+    compared: list[Compared],
+    blocks: list[tuple[str, str]],
+    spec: IntervalSpec,
+    paper: PaperNumbers | None,
+    a: str,
+    power: float = POWER,
+) -> list[dict[str, Any]]:
+    """One line per comparison; ``compared``: the whole family (Holm over it)."""
+    m = sum(c.difference is not None for c in compared)
+    out = []
+    for c, block in zip(compared, blocks, strict=True):
+        d = c.difference
+        needed = None if d is None else family_seeds(d, spec.alpha, m, power)
+        row: dict[str, Any] = {
+            "protocol": block[0],
+            "preset": block[1],
+            "dataset": c.dataset,
+            "ratio %": f"{c.ratio:g}",
+            "B": method_name(c.other),
+            "A (n)": f"{c.mean_a:.2f} ({c.n_a})",
+            "B (n)": f"{c.mean_b:.2f} ({c.n_b})",
+            "A − B": f"{c.mean_a - c.mean_b:+.2f}",
+            f"{spec.level} interval": "" if d is None else f"[{d.low:+.2f}, {d.high:+.2f}]",
+            "test": "none (n < 2)" if d is None else d.test,
+            "p": "" if d is None else f"{d.p:.3g}",
+            "p (Holm)": "" if d is None or d.p_adjusted is None else f"{d.p_adjusted:.3g}",
+            "seeds needed": "" if d is None else _seeds(d.seeds_needed),
+            f"seeds (α/{m})": "" if d is None else _seeds(needed),
+        }
+        if paper is not None:
+            ours = paper.accuracy.get((c.dataset, c.ratio, a))
+            theirs = paper.accuracy.get((c.dataset, c.ratio, c.other))
+            claim = None if ours is None or theirs is None else ours[0] - theirs[0]
+            row["paper A − B"] = "" if claim is None else f"{claim:+.2f}"
+            row["paper's claim here"] = verdict(c, claim, spec.alpha, needed)
+        out.append(row)
+    return out
+
+
+def compare_text(request: CompareRequest, fmt: str = "text") -> str:
+    """The comparison, rendered: a header saying what was tested, then one line per cell."""
+    if request.a in request.others:
+        raise ConfigError(f"{request.a} is compared with itself", hint="name two methods")
+    spec = request.opts.interval or IntervalSpec()
+    found = samples(request)
+    _check_methods(request, found)
+    paper = load_paper(request.paper) if request.paper else None
+    if paper is not None and (request.opts.metric, request.opts.split) != ("accuracy", "test"):
+        raise ConfigError("the paper publishes test accuracy", hint="drop --metric/--split")
+    blocks = [
+        (block, c)
+        for block, cells in found.items()
+        for c in compare_methods(cells, request.a, request.others, spec, request.power)
+    ]
+    compared = holm_compared([c for _, c in blocks])  # over every test printed
+    table = rows(compared, [b for b, _ in blocks], spec, paper, request.a, request.power)
+    frame = pd.DataFrame(table)
+    if fmt == "csv":
+        return frame.to_csv(index=False)
+    if len(found) <= 1:
+        frame = frame.drop(columns=["protocol", "preset"])
+    body = tabulate(
+        frame.to_dict("list"),
+        headers="keys",
+        tablefmt="github" if fmt == "markdown" else "simple",
+        disable_numparse=True,
+    )
+    tests = sum(c.difference is not None for c in compared)
+    return header(request, spec, tests) + "\n\n" + body + "\n"
+
+
+def header(request: CompareRequest, spec: IntervalSpec, m: int) -> str:
+    """What the lines below are, and which tests and assumptions made them."""
+    opts = request.opts
+    source = f"`{request.csv}` (recipe runs)" if request.csv else f"run store `{request.out}`"
+    interval = spec.describe_difference()
+    others = ", ".join(method_name(o) for o in request.others)
+    return (
+        f"A = {method_name(request.a)} against B = {others}: {opts.split} "
+        f"{opts.metric.replace('_', ' ')} (%), selection `{opts.selection}`, from {source}. "
+        f"A − B: the difference of the means over seeds, with {interval}. Test: two-sided "
+        "paired t where A's and B's runs share seeds and data build (one seed gives both the "
+        "same batch order), Welch's t otherwise; p (Holm): corrected over the "
+        f"{m} test{'' if m == 1 else 's'} below. Seeds needed: per method, for a two-sided "
+        f"t-test at α = {spec.alpha:g} to detect the observed difference with "
+        f"{100 * request.power:g} % power, the observed spread taken as true: for one test "
+        f"alone, and at α/{m} (Holm's first step: enough whatever the other tests give)."
+    )
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    if args.csv is not None and args.out is not None:
+        raise ConfigError("--csv and --out both given", hint="compare from one source")
+    if args.csv is None and args.out is None:
+        args.out = str(paths.DEFAULT_OUT)
+    if not 0 < args.power < 1:
+        raise ConfigError(f"--power {args.power} is not in (0, 1)", hint="e.g. --power 0.8")
+    request = CompareRequest(
+        a=args.a,
+        others=tuple(args.b),
+        out=Path(args.out) if args.out else None,
+        csv=Path(args.csv) if args.csv else None,
+        dataset=args.dataset,
+        opts=ReportOptions(
+            selection=args.selection,
+            metric=args.metric,
+            split=args.split,
+            ours=None,
+            interval=interval_spec(args, default="t"),
+        ),
+        protocol=args.protocol,
+        preset=args.preset,
+        where=tuple(args.where or ()),
+        power=args.power,
+        paper=args.paper if args.compare_paper else None,
+    )
+    sys.stdout.write(compare_text(request, args.format))
+    return 0
+
+
+def add(sub: argparse._SubParsersAction) -> None:
+    ours = reference_layout().ours
+    p = sub.add_parser(
+        "compare",
+        help="method A against B per cell: difference, interval, test, Holm p, seeds needed",
+        description=__doc__.split("\n\n")[1] if __doc__ else None,
+    )
+    p.add_argument("a", metavar="A", help=f"the method compared (e.g. {ours or 'etf_debias'})")
+    p.add_argument("b", metavar="B", nargs="+", help="the method(s) it is compared with")
+    p.add_argument("--out", help=f"the run store to read (default {paths.DEFAULT_OUT})")
+    p.add_argument(
+        "--csv",
+        help="read a reproduction CSV instead (bench reproduce export; e.g. "
+        "results/reproduction/cmnist.csv): its recipe runs",
+    )
+    p.add_argument("--dataset", help="only this dataset")
+    p.add_argument("--selection", default="last", choices=SELECTIONS)
+    p.add_argument("--metric", default="accuracy", choices=METRICS)
+    p.add_argument("--split", default="test", choices=["test", "valid"])
+    p.add_argument("--protocol", help="only runs of this protocol")
+    p.add_argument("--preset", help="only runs of this preset")
+    p.add_argument("--where", action="append", metavar="KEY=VALUE", help="as bench report's")
+    p.add_argument(
+        "--power",
+        type=float,
+        default=POWER,
+        help=f"the power the seeds needed are for (default {POWER})",
+    )
+    p.add_argument(
+        "--compare-paper",
+        action="store_true",
+        help="add the paper's difference and whether its claim holds here",
+    )
+    p.add_argument("--paper", default=DEFAULT_PAPER, help="the paper's reference numbers")
+    p.add_argument("--format", default="text", choices=FORMATS)
+    add_interval_options(p, "the interval of each difference")
+    p.set_defaults(func=cmd_compare)
+
+
+__all__: Sequence[str] = ("CompareRequest", "add", "compare_text")

@@ -1,0 +1,435 @@
+"""Which differences hold: intervals over seeds, paired and Welch tests, Holm, power, ranks.
+
+Pure functions on numbers (a cell's value per seed), so the table builders, ``bench compare``
+and the docs page compute alike. Every test comes from a maintained library; what each assumes:
+
+- **t-interval** of a mean over n seeds (``scipy.stats.t``): mean +- t(1 - alpha/2, n - 1) s/sqrt n.
+  Assumes the seeds' results are independent draws from a normal distribution; none for n < 2.
+- **bootstrap interval** (``scipy.stats.bootstrap``, percentile method, its resample count and
+  seed stated): assumes only independent seeds, but with 3 seeds it has 10 distinct resample
+  means and is narrower than the t-interval (it under-covers; measured in docs/statistics.md).
+- **paired t-test** (``scipy.stats.ttest_rel``) where two cells' runs pair: the same seeds and the
+  same data build. Runs of one seed share the build and the batch order (``TrainStream`` draws
+  each epoch's order from ``(seed, epoch)``, the build depends on ``data_seed`` only) and the
+  initial weights' RNG state, so the seed's luck is shared and the difference per seed removes it.
+  Assumes the per-seed differences are independent and normal.
+- **Welch's t-test** (``scipy.stats.ttest_ind(equal_var=False)``) where they do not pair (other
+  seeds, another data build): assumes independent normal samples, variances may differ.
+- **Holm** step-down (``statsmodels.stats.multitest.multipletests``) over a family of tests: keeps
+  the family-wise error at alpha under any dependence between the tests.
+- **seeds needed**: the smallest n whose power reaches ``POWER`` at level alpha for the observed
+  effect taken as true (the noncentral t, ``scipy.stats.nct``: a one-sample test on d = mean/sd
+  of the paired differences; where they do not pair, a pooled two-sample test on Cohen's d with
+  the average variance, close to Welch's for equal n). The observed spread of 3 seeds is itself
+  noisy: the number is an estimate, for one test at level alpha (``bench compare`` also gives
+  it at alpha/m, enough for Holm over m tests).
+- **Friedman test** (``scipy.stats.friedmanchisquare``) over the cells of a table (blocks) and
+  the methods with a number in every cell: ranks within each cell (1 = best mean, ties averaged,
+  ``scipy.stats.rankdata``); chi-square approximation, which assumes independent cells and is
+  rough for few cells. **Nemenyi** post hoc (``scikit_posthocs.posthoc_nemenyi_friedman``) and its
+  critical difference q(1 - alpha, k, inf)/sqrt 2 * sqrt(k(k+1)/(6N)) (``scipy.stats.
+  studentized_range``; Demsar 2006): two methods whose average ranks differ by less are not told
+  apart. Ranks use the means over seeds only, not their spread.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+#: the default level of the tests, and 1 - the intervals' coverage
+ALPHA = 0.05
+#: the power at which ``seeds_needed`` detects an observed difference
+POWER = 0.8
+#: interval kinds of ``bench report --interval`` and ``bench compare --interval``
+INTERVALS = ("t", "bootstrap")
+#: the default bootstrap resample count and seed
+RESAMPLES = 9999
+BOOTSTRAP_SEED = 0
+#: ``seeds_needed`` looks no further (a larger need prints as ``> MAX_SEEDS``)
+MAX_SEEDS = 10_000
+PAIRED = "paired t"
+WELCH = "Welch t"
+
+
+# ------------------------------------------------------------------------------ intervals
+@dataclass(frozen=True)
+class IntervalSpec:
+    """How an interval is computed: ``t`` or ``bootstrap`` (with its resamples and seed)."""
+
+    kind: str = "t"
+    alpha: float = ALPHA
+    resamples: int = RESAMPLES
+    seed: int = BOOTSTRAP_SEED
+
+    def __post_init__(self) -> None:
+        if self.kind not in INTERVALS:
+            raise ValueError(f"interval must be one of {INTERVALS}, not {self.kind!r}")
+        if not 0.0 < self.alpha < 1.0:
+            raise ValueError(f"alpha must lie in (0, 1), not {self.alpha}")
+        if self.resamples < 1:
+            raise ValueError(f"bootstrap resamples must be >= 1, not {self.resamples}")
+
+    @property
+    def level(self) -> str:
+        """The coverage as printed: ``95 %``."""
+        return f"{100 * (1 - self.alpha):g} %"
+
+    def describe(self) -> str:
+        """What the interval is, for a caption."""
+        if self.kind == "t":
+            return (
+                f"the {self.level} t-interval of the mean over seeds "
+                "(mean ± t(1 − α/2, n − 1)·s/√n; assumes normal seed results; none for n = 1)"
+            )
+        return (
+            f"the {self.level} percentile bootstrap interval of the mean over seeds "
+            f"({self.resamples} resamples, seed {self.seed}; with 3 seeds narrower than the "
+            "t-interval; none for n = 1)"
+        )
+
+    def describe_difference(self) -> str:
+        """What the interval of a difference of two cells' means is, for a caption."""
+        if self.kind == "t":
+            return (
+                f"its {self.level} t-interval (of the paired differences, or Welch's where the "
+                "runs do not pair)"
+            )
+        return (
+            f"its {self.level} percentile bootstrap interval ({self.resamples} resamples, seed "
+            f"{self.seed}; of the paired differences, or the two cells resampled apart)"
+        )
+
+    def of(self, values: Sequence[float]) -> tuple[float, float] | None:
+        """The interval of the mean of ``values``; None for fewer than 2."""
+        if self.kind == "t":
+            return t_interval(values, self.alpha)
+        return bootstrap_interval(values, self.alpha, self.resamples, self.seed)
+
+
+def t_interval(values: Sequence[float], alpha: float = ALPHA) -> tuple[float, float] | None:
+    """mean +- t(1 - alpha/2, n - 1) * s / sqrt(n); None for n < 2."""
+    from scipy import stats  # ~1 s to import: only when statistics are asked for
+
+    x = np.asarray(values, dtype=float)
+    if len(x) < 2:
+        return None
+    sem = float(stats.sem(x))
+    if sem == 0.0:
+        return float(x.mean()), float(x.mean())
+    low, high = stats.t.interval(1 - alpha, len(x) - 1, loc=float(x.mean()), scale=sem)
+    return float(low), float(high)
+
+
+def bootstrap_interval(
+    values: Sequence[float], alpha: float = ALPHA, resamples: int = RESAMPLES, seed: int = 0
+) -> tuple[float, float] | None:
+    """The percentile bootstrap interval of the mean; None for n < 2."""
+    from scipy import stats  # ~1 s to import: only when statistics are asked for
+
+    x = np.asarray(values, dtype=float)
+    if len(x) < 2:
+        return None
+    if np.ptp(x) == 0.0:  # every resample has the same mean
+        return float(x[0]), float(x[0])
+    result = stats.bootstrap(
+        (x,),
+        np.mean,
+        confidence_level=1 - alpha,
+        n_resamples=resamples,
+        method="percentile",
+        rng=np.random.default_rng(seed),
+    )
+    ci = result.confidence_interval
+    return float(ci.low), float(ci.high)
+
+
+# ------------------------------------------------------------------------------ two cells
+@dataclass(frozen=True)
+class Sample:
+    """One cell's values by seed, and the data builds (fingerprints) its runs trained on; an
+    empty ``data`` is a build the records do not name (the reproduction CSV: the recipe's)."""
+
+    values: Mapping[int, float]
+    data: frozenset[str] = frozenset()
+
+    @property
+    def n(self) -> int:
+        return len(self.values)
+
+    @property
+    def mean(self) -> float:
+        return float(np.mean(list(self.values.values())))
+
+    def array(self, seeds: Sequence[int] | None = None) -> np.ndarray:
+        keys = sorted(self.values) if seeds is None else seeds
+        return np.array([self.values[s] for s in keys], dtype=float)
+
+
+def pair(a: Sample, b: Sample) -> bool:
+    """Whether ``a`` and ``b`` pair by seed: the same seeds (2 or more) on the same data."""
+    return a.n >= 2 and set(a.values) == set(b.values) and a.data == b.data
+
+
+@dataclass(frozen=True)
+class Difference:
+    """``a - b`` over seeds: its interval, the test, its p-value (and after a correction)."""
+
+    diff: float
+    low: float
+    high: float
+    test: str  # PAIRED or WELCH
+    p: float
+    n_a: int
+    n_b: int
+    #: the standardised difference the power is computed for (|mean| / sd; inf: no spread)
+    effect: float
+    #: seeds per method for POWER at alpha, None when the difference is 0; > MAX_SEEDS: none found
+    seeds_needed: int | None
+    p_adjusted: float | None = None
+
+    def holds(self, alpha: float = ALPHA) -> bool:
+        """``a`` differs from ``b`` at level alpha (after the correction when there is one)."""
+        p = self.p if self.p_adjusted is None else self.p_adjusted
+        return p < alpha
+
+
+def difference(
+    a: Sample, b: Sample, interval: IntervalSpec | None = None, power: float = POWER
+) -> Difference | None:
+    """``a - b``: paired t-test where they :func:`pair`, else Welch's; None when either has
+    fewer than 2 seeds. The interval of the difference is the test's t-interval, or a
+    bootstrap one (of the paired differences, or of the two samples resampled apart)."""
+    from scipy import stats  # ~1 s to import: only when statistics are asked for
+
+    spec = interval or IntervalSpec()
+    if a.n < 2 or b.n < 2:
+        return None
+    paired = pair(a, b)
+    x, y = a.array(), b.array()  # by seed: the same order where they pair
+    if paired:
+        result = stats.ttest_rel(x, y)
+        d = x - y
+        effect = _effect(float(d.mean()), float(d.std(ddof=1)))
+    else:
+        result = stats.ttest_ind(x, y, equal_var=False)
+        sd = math.sqrt((float(x.var(ddof=1)) + float(y.var(ddof=1))) / 2)
+        effect = _effect(float(x.mean() - y.mean()), sd)
+    diff = float(x.mean() - y.mean())
+    p = float(result.pvalue)
+    if math.isnan(p):  # no spread at all: equal values differ by nothing, others by certain
+        p = 1.0 if diff == 0 else 0.0
+    low, high = _difference_interval(x, y, paired, result, spec)
+    return Difference(
+        diff=diff,
+        low=low,
+        high=high,
+        test=PAIRED if paired else WELCH,
+        p=p,
+        n_a=a.n,
+        n_b=b.n,
+        effect=effect,
+        seeds_needed=seeds_needed(effect, paired, spec.alpha, power),
+    )
+
+
+def _effect(mean: float, sd: float) -> float:
+    """Standardised effect |mean| / sd; inf with no spread, 0 without a difference."""
+    if mean == 0:
+        return 0.0
+    return math.inf if sd == 0 else abs(mean) / sd
+
+
+def _difference_interval(
+    x: np.ndarray, y: np.ndarray, paired: bool, result: Any, spec: IntervalSpec
+) -> tuple[float, float]:
+    """The interval of ``mean(x) - mean(y)``: the test's t-interval, or a bootstrap one."""
+    from scipy import stats  # ~1 s to import: only when statistics are asked for
+
+    diff = float(x.mean() - y.mean())
+    if (np.ptp(x - y) if paired else max(np.ptp(x), np.ptp(y))) == 0:
+        return diff, diff  # no spread: every interval is the point (scipy gives NaN)
+    if spec.kind == "t":
+        ci = result.confidence_interval(1 - spec.alpha)
+        return float(ci.low), float(ci.high)
+    if paired:
+        found = bootstrap_interval(x - y, spec.alpha, spec.resamples, spec.seed)
+        assert found is not None  # n >= 2
+        return found
+    ci = stats.bootstrap(
+        (x, y),
+        lambda u, v, axis: np.mean(u, axis=axis) - np.mean(v, axis=axis),
+        confidence_level=1 - spec.alpha,
+        n_resamples=spec.resamples,
+        method="percentile",
+        rng=np.random.default_rng(spec.seed),
+    ).confidence_interval
+    return float(ci.low), float(ci.high)
+
+
+def power(effect: float, n: int, paired: bool, alpha: float = ALPHA) -> float:
+    """The power of a two-sided t-test at ``alpha`` with ``n`` seeds per method against a
+    standardised ``effect``: one-sample on the paired differences (df n - 1, noncentrality
+    effect sqrt n), or two-sample pooled (df 2n - 2, effect sqrt(n/2)); ``scipy.stats.nct``.
+
+    statsmodels' ``TTestPower`` computes the same, but returns NaN where scipy's lower tail
+    ``nct.cdf(-c)`` underflows (scipy 1.17: d = 5.7, n = 3, alpha = 0.05/24); that term is at
+    most Phi(-noncentrality), so it counts as 0 there."""
+    from scipy import stats  # ~1 s to import: only when statistics are asked for
+
+    df = n - 1 if paired else 2 * n - 2
+    ncp = effect * math.sqrt(n if paired else n / 2)
+    c = stats.t.ppf(1 - alpha / 2, df)
+    lower = float(stats.nct.cdf(-c, df, ncp))
+    return float(stats.nct.sf(c, df, ncp)) + (lower if math.isfinite(lower) else 0.0)
+
+
+def seeds_needed(
+    effect: float, paired: bool, alpha: float = ALPHA, target: float = POWER
+) -> int | None:
+    """The smallest number of seeds (per method) at which a two-sided t-test at ``alpha``
+    detects a standardised ``effect`` with probability ``target`` (:func:`power`): None for no
+    effect, ``MAX_SEEDS + 1`` when even ``MAX_SEEDS`` do not."""
+    if effect == 0:
+        return None
+    if math.isinf(effect):
+        return 2
+
+    def enough(n: int) -> bool:
+        return power(effect, n, paired, alpha) >= target
+
+    low, high = 1, 2  # enough(high) once found; never enough(low) (1 seed tests nothing)
+    while not enough(high):
+        if high > MAX_SEEDS:
+            return MAX_SEEDS + 1
+        low, high = high, high * 2
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (low, mid) if enough(mid) else (mid, high)
+    return high
+
+
+def holm(pvalues: Sequence[float]) -> list[float]:
+    """Holm-adjusted p-values (``statsmodels``' ``multipletests(method="holm")``)."""
+    from statsmodels.stats.multitest import multipletests  # heavy: only when asked
+
+    if not pvalues:
+        return []
+    return [float(p) for p in multipletests(list(pvalues), method="holm")[1]]
+
+
+def corrected(differences: Sequence[Difference]) -> list[Difference]:
+    """``differences`` with their Holm-adjusted p-values over the whole family."""
+    adjusted = holm([d.p for d in differences])
+    return [replace(d, p_adjusted=p) for d, p in zip(differences, adjusted, strict=True)]
+
+
+@dataclass(frozen=True)
+class Compared:
+    """``a`` against ``other`` in one cell (dataset, ratio): their means and seed counts, and
+    the test (None where either has fewer than 2 seeds)."""
+
+    dataset: str
+    ratio: float
+    other: str
+    mean_a: float
+    mean_b: float
+    n_a: int
+    n_b: int
+    difference: Difference | None
+
+
+def compare_methods(
+    samples: Mapping[tuple[str, float, str], Sample],
+    a: str,
+    others: Sequence[str],
+    interval: IntervalSpec | None = None,
+    power: float = POWER,
+) -> list[Compared]:
+    """``a`` against each of ``others`` in every (dataset, ratio) both have (``samples``:
+    (dataset, ratio, method) -> its values by seed); uncorrected (:func:`holm_compared`)."""
+    cells = sorted({(d, r) for d, r, m in samples if m == a})
+    found = []
+    for other in others:
+        for dataset, ratio in cells:
+            x, y = samples[(dataset, ratio, a)], samples.get((dataset, ratio, other))
+            if y is not None:
+                diff = difference(x, y, interval, power)
+                found.append(Compared(dataset, ratio, other, x.mean, y.mean, x.n, y.n, diff))
+    return found
+
+
+def holm_compared(compared: Sequence[Compared]) -> list[Compared]:
+    """``compared`` with Holm-adjusted p-values over all of its tests."""
+    adjusted = iter(corrected([c.difference for c in compared if c.difference is not None]))
+    return [c if c.difference is None else replace(c, difference=next(adjusted)) for c in compared]
+
+
+# ------------------------------------------------------------------------------ the grid
+@dataclass(frozen=True)
+class RankTest:
+    """Average ranks of methods over the cells (blocks) of a table, the Friedman test and the
+    Nemenyi post hoc (p-values and critical difference)."""
+
+    methods: tuple[str, ...]
+    blocks: tuple[str, ...]
+    ranks: dict[str, float]  # average rank, 1 = best
+    statistic: float
+    p: float
+    cd: float  # Nemenyi critical difference at alpha
+    nemenyi: dict[tuple[str, str], float]  # (a, b) -> p, both orders
+    alpha: float = ALPHA
+    left_out: tuple[str, ...] = field(default=())  # methods missing from some cell
+
+    def describe(self, name: Any = str) -> str:
+        """The ranks and tests as a caption sentence (``name`` prints a method)."""
+        order = sorted(self.methods, key=lambda m: (self.ranks[m], m))
+        ranks = ", ".join(f"{name(m)} {self.ranks[m]:.2f}" for m in order)
+        text = (
+            f"Average rank over the {len(self.blocks)} cells (1 = best mean): {ranks}; "
+            f"Friedman χ²({len(self.methods) - 1}) = {self.statistic:.2f}, p = {self.p:.3g} "
+            f"(chi-square approximation); Nemenyi critical difference at α = {self.alpha:g}: "
+            f"{self.cd:.2f}."
+        )
+        if self.left_out:
+            text += f" Not ranked (no number in every cell): {', '.join(map(name, self.left_out))}."
+        return text
+
+
+def rank_test(grid: Mapping[str, Mapping[str, float]], alpha: float = ALPHA) -> RankTest | None:
+    """``grid``: block (a cell of the table) -> method -> its mean over seeds. Methods without a
+    number in every block are left out; None with fewer than 3 methods or 2 blocks left."""
+    import pandas as pd
+    import scikit_posthocs as sp  # heavy (seaborn, matplotlib): only when statistics are asked
+    from scipy import stats  # ~1 s to import: only when statistics are asked for
+
+    blocks = list(grid)
+    methods = list(dict.fromkeys(m for b in blocks for m in grid[b]))
+    full = [m for m in methods if all(_finite(grid[b].get(m)) for b in blocks)]
+    if len(full) < 3 or len(blocks) < 2:
+        return None
+    matrix = np.array([[grid[b][m] for m in full] for b in blocks], dtype=float)
+    ranks = np.vstack([stats.rankdata(-row) for row in matrix])
+    statistic, p = stats.friedmanchisquare(*matrix.T)
+    nemenyi = sp.posthoc_nemenyi_friedman(pd.DataFrame(matrix, columns=full))
+    k, n = len(full), len(blocks)
+    q = stats.studentized_range.ppf(1 - alpha, k, np.inf) / math.sqrt(2)
+    return RankTest(
+        methods=tuple(full),
+        blocks=tuple(blocks),
+        ranks={m: float(r) for m, r in zip(full, ranks.mean(axis=0), strict=True)},
+        statistic=float(statistic),
+        p=float(p),
+        cd=float(q * math.sqrt(k * (k + 1) / (6 * n))),
+        nemenyi={(a, b): float(nemenyi.loc[a, b]) for a in full for b in full if a != b},
+        alpha=alpha,
+        left_out=tuple(m for m in methods if m not in full),
+    )
+
+
+def _finite(value: float | None) -> bool:
+    return value is not None and math.isfinite(value)
