@@ -59,7 +59,8 @@ def table_after(text: str, header_start: str) -> list[list[str]]:
     for line in lines[starts[0] + 2 :]:
         if not line.startswith("|"):
             break
-        rows.append([cell.strip() for cell in line.strip().strip("|").split("|")])
+        cells = re.split(r"(?<!\\)\|", line.strip().strip("|"))  # not at an escaped pipe|
+        rows.append([cell.strip() for cell in cells])
     return rows
 
 
@@ -85,6 +86,13 @@ def test_every_page_in_the_nav_exists_and_every_page_is_in_the_nav():
     assert not missing, f"mkdocs.yml lists pages that do not exist: {missing}"
     on_disk = {path.relative_to(DOCS).as_posix() for path in pages()}
     assert on_disk - set(listed) == set(), "pages under docs/ that mkdocs.yml's nav leaves out"
+
+
+def test_the_readmes_links_lead_to_files():
+    """mkdocs checks the links between pages; the README is outside the site."""
+    targets = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text_of(README))
+    local = [t for t in targets if not re.match(r"[a-z]+://", t)]
+    assert local and not [t for t in local if not (REPO / t).exists()]
 
 
 def test_the_docs_environment_installs_the_docs_extra():
@@ -260,6 +268,17 @@ def test_every_module_and_name_the_docs_cite_exists():
     examples = {name for name in files if "<" in name or Path(name).name.startswith("my_")}
     missing = sorted(name for name in files - examples if not (REPO / name).exists())
     assert not missing, f"files the docs cite that do not exist: {missing}"
+
+
+def test_the_architecture_pages_layers_are_the_import_contract():
+    """The layers table, top to bottom, is pyproject.toml's import-linter layers contract."""
+    tomllib = pytest.importorskip("tomllib")
+    config = tomllib.loads(text_of(REPO / "pyproject.toml"))["tool"]["importlinter"]
+    (contract,) = [c for c in config["contracts"] if c["type"] == "layers"]
+    rows = table_after(text_of(DOCS / "architecture.md"), "| layer | package(s) | what it holds |")
+    shown = [" | ".join(re.findall(r"`([^`]+)`", row[1])) for row in rows]
+    layers = [" | ".join(part.strip() for part in layer.split("|")) for layer in contract["layers"]]
+    assert shown == layers
 
 
 def test_the_architecture_page_lists_the_plugin_api_and_the_moves():
