@@ -59,7 +59,7 @@ def table_after(text: str, header_start: str) -> list[list[str]]:
     for line in lines[starts[0] + 2 :]:
         if not line.startswith("|"):
             break
-        cells = re.split(r"(?<!\\)\|", line.strip().strip("|"))  # not at an escaped pipe|
+        cells = re.split(r"(?<!\\)\|", line.strip().strip("|"))  # not at an escaped pipe
         rows.append([cell.strip() for cell in cells])
     return rows
 
