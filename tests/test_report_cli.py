@@ -114,3 +114,18 @@ def test_latex_compiles(tmp_path, capsys):
     full = render(paper, "latex")
     body = full[full.index(r"\begin{table}") : full.index(r"\end{document}")]
     compile_latex(text.replace(r"\end{document}", body + r"\end{document}"), tmp_path)
+
+
+def test_latex_with_interval_compiles_with_the_marks(tmp_path, capsys):
+    """`bench report --format latex --interval`: intervals, ≈ and the ranks' caption compile."""
+    store = str(fixed_store(tmp_path / "runs"))
+    text = bench_report(capsys, "--out", store, "--format", "latex", "--interval")
+    assert r"\dbci{77.15}{87.19}" in text and r"\dbtie{}" in text
+    assert r"\providecommand{\dbtie}" in text and "Holm-corrected" in text
+    bootstrap = bench_report(
+        capsys, "--out", store, "--format", "latex", "--interval", "bootstrap", "--fragment"
+    )
+    assert "9999 resamples, seed 0" in bootstrap
+    compile_latex(
+        text.replace(r"\end{document}", bootstrap.split("\n", 1)[1] + r"\end{document}"), tmp_path
+    )

@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 from PIL import Image
 from test_report import fixed_store, write_run
+from test_statistics import plant_reproduction
 
 from debias_bench.cli import main
 from debias_bench.reporting import build_tables, load_records, render
@@ -259,3 +260,48 @@ def test_browser_screenshot_shows_the_plots(built, tmp_path):
     for colour in PLOT_COLOURS:
         near = sum(n for n, c in colours if max(map(abs, np.subtract(c, colour))) <= 12)
         assert near > 300, f"no plot drawn in {colour}: {near} pixels"
+
+
+# ----------------------------------------------------------------------------- --interval
+@pytest.fixture(scope="module")
+def ranked(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`bench report --format html --interval` on the Colored MNIST reproduction's 84 runs."""
+    where = tmp_path_factory.mktemp("ranked")
+    store = plant_reproduction(where / "runs")
+    target = where / "report.html"
+    args = ["report", "--out", str(store), "--format", "html", "--interval", "-o", str(target)]
+    assert main(args) == 0
+    return target
+
+
+def test_interval_page_has_the_critical_difference_diagram(ranked):
+    page = ranked.read_text()
+    section = page.split('<section id="ranks">', 1)[1].split("</section>", 1)[0]
+    (image,) = Page(section).all("img")
+    assert image["alt"] == (
+        "critical-difference diagram: ranks_synthetic_official_paper_accuracy_last"
+    )
+    assert '<a href="#ranks">Ranks</a>' in page and 'class="tie"' in page
+    assert "Friedman χ²(6) = 16.39, p = 0.0118" in Page(page).plain
+
+
+def test_browser_renders_the_critical_difference_diagram(ranked, tmp_path):
+    probe = ranked.read_text().replace(
+        "default-src 'none';", "default-src 'none'; script-src 'unsafe-inline';"
+    )
+    (tmp_path / "probe.html").write_text(probe.replace("</body>", PROBE + "</body>"))
+    dom = run_browser(
+        tmp_path,
+        "--run-all-compositor-stages-before-draw",
+        "--virtual-time-budget=10000",
+        "--dump-dom",
+        (tmp_path / "probe.html").as_uri(),
+    )
+    parsed = Page(dom)
+    assert parsed.all("body")[0].get("data-probed") == "yes", "the probe did not run"
+    images = {
+        i["alt"]: (i.get("data-decoded"), int(i.get("data-ink", 0))) for i in parsed.all("img")
+    }
+    width, ink = images["critical-difference diagram: ranks_synthetic_official_paper_accuracy_last"]
+    assert int(width or 0) >= 600 and ink > 1500, images  # axis, markers, labels, bars
+    assert "DisEnt (2.00)" not in parsed.plain  # labels are drawn, not text of the page

@@ -169,36 +169,51 @@ def rows(
     paper: PaperNumbers | None,
     a: str,
     power: float = POWER,
+    raw: bool = False,
 ) -> list[dict[str, Any]]:
-    """One line per comparison; ``compared``: the whole family (Holm over it)."""
+    """One line per comparison; ``compared``: the whole family (Holm over it). ``raw``: the
+    numbers unrounded (CSV), else as printed."""
     m = sum(c.difference is not None for c in compared)
+
+    def num(value: float | None, fmt: str) -> Any:
+        return value if raw or value is None else format(value, fmt)
+
     out = []
     for c, block in zip(compared, blocks, strict=True):
         d = c.difference
         needed = None if d is None else family_seeds(d, spec.alpha, m, power)
+        interval = "" if d is None else f"[{d.low:+.2f}, {d.high:+.2f}]"
         row: dict[str, Any] = {
             "protocol": block[0],
             "preset": block[1],
             "dataset": c.dataset,
             "ratio %": f"{c.ratio:g}",
-            "B": method_name(c.other),
-            "A (n)": f"{c.mean_a:.2f} ({c.n_a})",
-            "B (n)": f"{c.mean_b:.2f} ({c.n_b})",
-            "A − B": f"{c.mean_a - c.mean_b:+.2f}",
-            f"{spec.level} interval": "" if d is None else f"[{d.low:+.2f}, {d.high:+.2f}]",
-            "test": "none (n < 2)" if d is None else d.test,
-            "p": "" if d is None else f"{d.p:.3g}",
-            "p (Holm)": "" if d is None or d.p_adjusted is None else f"{d.p_adjusted:.3g}",
-            "seeds needed": "" if d is None else _seeds(d.seeds_needed),
-            f"seeds (α/{m})": "" if d is None else _seeds(needed),
+            "B": c.other if raw else method_name(c.other),
         }
+        if raw:
+            row.update(mean_a=c.mean_a, n_a=c.n_a, mean_b=c.mean_b, n_b=c.n_b)
+            row.update(low=None if d is None else d.low, high=None if d is None else d.high)
+        else:
+            row.update({"A (n)": f"{c.mean_a:.2f} ({c.n_a})", "B (n)": f"{c.mean_b:.2f} ({c.n_b})"})
+        row["A − B"] = num(c.mean_a - c.mean_b, "+.2f")
+        if not raw:
+            row[f"{spec.level} interval"] = interval
+        row.update(
+            {
+                "test": "none (n < 2)" if d is None else d.test,
+                "p": num(None if d is None else d.p, ".3g"),
+                "p (Holm)": num(None if d is None else d.p_adjusted, ".3g"),
+                "seeds needed": "" if d is None else _seeds(d.seeds_needed),
+                f"seeds (α/{m})": "" if d is None else _seeds(needed),
+            }
+        )
         if paper is not None:
             ours = paper.accuracy.get((c.dataset, c.ratio, a))
             theirs = paper.accuracy.get((c.dataset, c.ratio, c.other))
             claim = None if ours is None or theirs is None else ours[0] - theirs[0]
-            row["paper A − B"] = "" if claim is None else f"{claim:+.2f}"
+            row["paper A − B"] = num(claim, "+.2f")
             row["paper's claim here"] = verdict(c, claim, spec.alpha, needed)
-        out.append(row)
+        out.append({k: ("" if v is None and not raw else v) for k, v in row.items()})
     return out
 
 
@@ -218,7 +233,9 @@ def compare_text(request: CompareRequest, fmt: str = "text") -> str:
         for c in compare_methods(cells, request.a, request.others, spec, request.power)
     ]
     compared = holm_compared([c for _, c in blocks])  # over every test printed
-    table = rows(compared, [b for b, _ in blocks], spec, paper, request.a, request.power)
+    table = rows(
+        compared, [b for b, _ in blocks], spec, paper, request.a, request.power, fmt == "csv"
+    )
     frame = pd.DataFrame(table)
     if fmt == "csv":
         return frame.to_csv(index=False)
