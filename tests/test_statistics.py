@@ -361,3 +361,13 @@ def test_compare_over_a_store_pairs_and_corrects(marked):
     text = compare_text(CompareRequest("etf_debias", ("lff", "vanilla"), out=marked))
     assert "corrected over the 2 tests below" in text  # 0.5 %: one seed each, not tested
     assert "none (n < 2)" in text and text.count("paired t ") >= 2
+
+
+def test_plot_writes_the_critical_difference_diagram(cmnist_store, tmp_path, capsys):
+    plots = tmp_path / "plots"
+    args = ["report", "--out", str(cmnist_store), "--table", "synthetic", "--interval"]
+    assert main([*args, "--plot", str(plots)]) == 0
+    stem = plots / "ranks_synthetic_official_paper_accuracy_last"
+    assert stem.with_suffix(".png").read_bytes()[:4] == b"\x89PNG"
+    assert stem.with_suffix(".pdf").read_bytes()[:4] == b"%PDF"
+    assert "Friedman χ²(6) = 16.39, p = 0.0118" in capsys.readouterr().out

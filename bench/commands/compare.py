@@ -113,12 +113,15 @@ def samples(request: CompareRequest) -> dict[tuple[str, str], dict[tuple[str, fl
     found = {}
     for protocol, preset, block in blocks:
         mine = done[done["run_id"].isin(block["run_id"])]
-        cells = samples_by(mine, KEYS, opts.metric)
+        cells = samples_by(mine, KEYS, opts.metric)  # keys: (dataset, ratio, method)
         if cells:
-            found[(protocol, preset)] = {
-                (str(d), float(r), str(m)): v for (d, r, m), v in cells.items()
-            }
+            found[(protocol, preset)] = {_cell(key): v for key, v in cells.items()}
     return found
+
+
+def _cell(key: Any) -> tuple[str, float, str]:
+    dataset, ratio, method = key
+    return str(dataset), float(ratio), str(method)
 
 
 def _check_methods(
