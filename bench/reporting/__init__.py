@@ -4,9 +4,10 @@
 models (a pure function); ``render`` writes them as LaTeX, Markdown, CSV or HTML. The modules:
 records (store -> DataFrame), paper (the paper's reference YAML and its numbers), layout (the
 paper's tables, order, names and markers, from that YAML), options, runs (the records as the
-builders read them), stats (seed statistics, bold, gains), captions, compare (the paper's rows),
-the builders accuracy, classwise, cost, subpop and tuned, catalog (the registry of tables),
-render_* and plots.
+builders read them), stats (seed statistics, bold, gains, ties), significance (intervals, paired
+and Welch tests, Holm, power, ranks: ``--interval`` and ``bench compare``), captions, compare (the
+paper's rows), the builders accuracy, classwise, cost, subpop and tuned, catalog (the registry of
+tables), render_* and plots.
 """
 
 from __future__ import annotations
