@@ -51,20 +51,24 @@ def _lay_out(package: str, folder: Path, root: Path, children: dict[str, str]) -
         (target / name).symlink_to(REPO / path)
 
 
-def on_config(config: Any) -> Any:
+def lay_out_source_tree() -> None:
+    """``build/docs-src/<package>`` for each top-level package of ``package-dir``."""
     dirs = _package_dirs()
     if SOURCE_TREE.exists():
         shutil.rmtree(SOURCE_TREE)
     SOURCE_TREE.mkdir(parents=True)
-    top = [name for name in dirs if "." not in name]
-    for package in top:
+    for package in [name for name in dirs if "." not in name]:
         children = {
             name: path
             for name, path in dirs.items()
             if name.startswith(f"{package}.") and name.count(".") == 1
         }
         _lay_out(package, REPO / dirs[package], SOURCE_TREE, children)
-    return config
+
+
+# When mkdocs loads this hook, while it reads mkdocs.yml: before any plugin's ``on_config``, and
+# mkdocstrings drops search paths that do not exist when it sets its handler up.
+lay_out_source_tree()
 
 
 def on_files(files: Files, config: Any) -> Files:
