@@ -86,20 +86,10 @@ def test_missing_data_is_a_clear_error(tmp_path):
         env=env,
         timeout=300,
     )
-    assert proc.returncode == 1
-    assert "MNIST idx files not found" in proc.stderr or "MNIST idx files not found" in proc.stdout
-    status = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "debias_bench.cli",
-            "status",
-            "--out",
-            str(tmp_path / "runs"),
-            "--failed",
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
-    )
-    assert "failed" in status.stdout and "bench data prepare cmnist" in status.stdout
+    # one error before anything starts (issue 36): where it looked and the command that
+    # prepares it, exit 2, and no run folder (not one failed run per ratio)
+    assert proc.returncode == 2, proc.stderr
+    assert "MNIST idx files not found" in proc.stderr
+    assert "bench data prepare cmnist" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())

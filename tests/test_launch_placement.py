@@ -101,6 +101,7 @@ def test_pool_takes_the_least_busy_device():
 class _FakeWorker:
     """Stands in for WorkerProcess: records its environment; ends after a few polls."""
 
+    server_died: str | None = None  # a cold worker: no warm server to lose
     live: ClassVar[Counter] = Counter()
     peak: ClassVar[Counter] = Counter()
     seen: ClassVar[list] = []

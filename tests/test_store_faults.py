@@ -324,7 +324,7 @@ def test_retry_after_deleting_the_checkpoint_does_not_duplicate_records(
 def _full_disk(monkeypatch, where: str, only: str = "") -> list[str]:
     """Make every store write under ``where`` (whose file name contains ``only``) fail with
     ENOSPC at its fsync, as a full disk does; returns the paths that failed."""
-    import debias_bench.runs.store as store_module
+    import debias_bench.runs.run_dir as store_module
 
     failed: list[str] = []
     real_fsync = os.fsync

@@ -108,7 +108,7 @@ def test_classify_names_the_reason_path_and_errno():
 
 
 def test_a_failed_write_names_the_file_and_leaves_no_temporary(tmp_path, monkeypatch):
-    import debias_bench.runs.store as store
+    import debias_bench.runs.jsonio as store
 
     def full(fd):
         raise OSError(errno.ENOSPC, "No space left on device")
