@@ -29,10 +29,10 @@ class Classifier(nn.Module):
 
 
 def make_classifier(
-    spec: DatasetSpec, hp: Mapping[str, Any], device: torch.device, bias: bool = True
+    spec: DatasetSpec, hp: EngineParams | Mapping[str, Any], device: torch.device, bias: bool = True
 ) -> Classifier:
     """The run's backbone (``hp.backbone``) with a ``num_classes`` head, on ``device`` (``hp``:
-    typed params, or a mapping of resolved values)."""
+    the run's typed params, used as they are, or a dict of resolved values)."""
     params = EngineParams.of(hp)
     backbone = build_backbone(params.backbone, spec, params)
     return Classifier(backbone, spec.num_classes, bias).to(device)

@@ -118,7 +118,9 @@ class DisEnt(Method):
     Params = DisEntParams
     hp: DisEntParams
 
-    def __init__(self, spec: DatasetSpec, hp: Mapping[str, Any], env: TrainEnv) -> None:
+    def __init__(
+        self, spec: DatasetSpec, hp: EngineParams | Mapping[str, Any], env: TrainEnv
+    ) -> None:
         super().__init__(spec, hp, env)
         self.intrinsic = self._branch()
         self.bias = self._branch()

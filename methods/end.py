@@ -143,7 +143,9 @@ class EnD(Method):
     Params = EnDParams
     hp: EnDParams
 
-    def __init__(self, spec: DatasetSpec, hp: Mapping[str, Any], env: TrainEnv) -> None:
+    def __init__(
+        self, spec: DatasetSpec, hp: EngineParams | Mapping[str, Any], env: TrainEnv
+    ) -> None:
         super().__init__(spec, hp, env)
         backbone = build_backbone(self.hp.backbone, spec, self.hp)
         self.model = NormalizedClassifier(backbone, spec.num_classes).to(self.device)

@@ -126,7 +126,9 @@ class ETFDebias(Method):
             )
         return None
 
-    def __init__(self, spec: DatasetSpec, hp: Mapping[str, Any], env: TrainEnv) -> None:
+    def __init__(
+        self, spec: DatasetSpec, hp: EngineParams | Mapping[str, Any], env: TrainEnv
+    ) -> None:
         super().__init__(spec, hp, env)
         self.backbone = build_backbone(self.hp.backbone, spec, self.hp).to(self.device)
         self.dim = self.backbone.feat_dim

@@ -68,7 +68,9 @@ class LfF(Method):
     Params = LfFParams
     hp: LfFParams
 
-    def __init__(self, spec: DatasetSpec, hp: Mapping[str, Any], env: TrainEnv) -> None:
+    def __init__(
+        self, spec: DatasetSpec, hp: EngineParams | Mapping[str, Any], env: TrainEnv
+    ) -> None:
         super().__init__(spec, hp, env)
         self.model_b = make_classifier(spec, self.hp, self.device)
         self.model_d = make_classifier(spec, self.hp, self.device)

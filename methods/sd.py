@@ -98,7 +98,9 @@ class ShortcutDebias(Method):
     Params = SDParams
     hp: SDParams
 
-    def __init__(self, spec: DatasetSpec, hp: Mapping[str, Any], env: TrainEnv) -> None:
+    def __init__(
+        self, spec: DatasetSpec, hp: EngineParams | Mapping[str, Any], env: TrainEnv
+    ) -> None:
         super().__init__(spec, hp, env)
         self.backbone = build_backbone(self.hp.backbone, spec, self.hp).to(self.device)
         self.dim = self.backbone.feat_dim

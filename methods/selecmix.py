@@ -154,7 +154,9 @@ class SelecMix(Method):
     Params = SelecMixParams
     hp: SelecMixParams
 
-    def __init__(self, spec: DatasetSpec, hp: Mapping[str, Any], env: TrainEnv) -> None:
+    def __init__(
+        self, spec: DatasetSpec, hp: EngineParams | Mapping[str, Any], env: TrainEnv
+    ) -> None:
         super().__init__(spec, hp, env)
         hp = self.hp
         self.mix_weight, self.clean_weight = base_weights(hp.base, hp.mix_weight, hp.clean_weight)

@@ -8,6 +8,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from debias_bench.config.hparams import EngineParams
 from debias_bench.data.contract import Batch, DatasetSpec
 from debias_bench.registry import register_method
 from debias_bench.training.method import Method, TrainEnv
@@ -23,7 +24,9 @@ from .common import make_classifier
     cost="1 model",
 )
 class Vanilla(Method):
-    def __init__(self, spec: DatasetSpec, hp: Mapping[str, Any], env: TrainEnv) -> None:
+    def __init__(
+        self, spec: DatasetSpec, hp: EngineParams | Mapping[str, Any], env: TrainEnv
+    ) -> None:
         super().__init__(spec, hp, env)
         self.model = make_classifier(spec, self.hp, self.device)
         self.optimizer = self.optimizer_for(self.model)

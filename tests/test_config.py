@@ -2,15 +2,23 @@ from __future__ import annotations
 
 import pytest
 
-from debias_bench.config.run_config import make_config, parse_overrides, resolve_hparams
+from debias_bench.config.run_config import (
+    RunConfig,
+    RunRequest,
+    make_config,
+    parse_overrides,
+    resolve_hparams,
+    resolve_layers,
+)
 from debias_bench.errors import ConfigError, UnknownNameError
+from debias_bench.methods.etf_debias import ETFDebias
 
 
 def test_paper_hparams_for_etf_on_cmnist():
     hp = resolve_hparams("etf_debias", "cmnist")
     assert (hp["lr"], hp["weight_decay"], hp["batch_size"]) == (1e-3, 1e-5, 256)
     assert (hp["alpha"], hp["epochs"], hp["backbone"]) == (0.8, 200, "mlp")
-    assert hp["input_div255"] is True  # official protocol
+    assert hp["input_div255"] is True  # official: a quirk of its code (etf_debias.yaml)
     assert (hp["lr_step_epochs"], hp["lr_gamma"]) == (10, 1.01)
 
 
@@ -99,3 +107,41 @@ def test_smoke_preset_needs_no_download_on_bar():
     assert resolve_hparams("vanilla", "bar")["backbone"] == "resnet18_pretrained"
     assert resolve_hparams("vanilla", "bar", preset="smoke")["backbone"] == "resnet18"
     assert "datasets" not in resolve_hparams("vanilla", "cmnist", preset="smoke")
+
+
+def test_one_request_carries_a_run_through_resolution():
+    """Every field of the request reaches its layer; ``make_config`` is its keyword form."""
+    settings = {
+        "protocol": "clean",
+        "preset": "smoke",
+        "epochs": 3,
+        "overrides": {"lr": 0.5},
+        "tuned": {"alpha": 0.6, "lr": 0.1},
+        "data_options": {"data_seed": 1},
+    }
+    request = RunRequest("etf_debias", "cmnist", 1.0, 2, **settings)
+    config = request.config()
+    assert config == make_config("etf_debias", "cmnist", 1.0, 2, **settings)
+    assert config.hparams == resolve_layers(request).values
+    assert resolve_hparams("etf_debias", "cmnist", "clean", preset="smoke") != config.hparams
+    assert (config.hparams["epochs"], config.sources["epochs"]) == (3, "--epochs")
+    assert (config.hparams["alpha"], config.sources["alpha"]) == (0.6, "tuned")
+    assert (config.hparams["lr"], config.sources["lr"]) == (0.5, "--set")  # --set over tuned
+    assert config.hparams["input_div255"] is False and config.hparams["eval_limit"] == 500
+    assert (config.seed, config.preset, config.data_options) == (2, "smoke", {"data_seed": 1})
+    with pytest.raises(ConfigError, match="a run needs a ratio"):
+        RunRequest("vanilla", "cmnist").config()
+    with pytest.raises(ConfigError, match="seed -1 is out of range"):
+        RunRequest("vanilla", "cmnist", 1.0, -1).config()
+    with pytest.raises(TypeError, match="epoch"):
+        make_config("vanilla", "cmnist", 1.0, 0, epoch=3)  # a misspelt setting
+
+
+def test_a_run_s_typed_params_are_built_once_from_its_values():
+    config = make_config("etf_debias", "cmnist", 1.0, 0)
+    hp = config.params
+    assert type(hp) is ETFDebias.Params and config.params is hp  # built once, then kept
+    assert (hp.alpha, hp.lr, hp.backbone) == (0.8, 1e-3, "mlp")
+    assert hp.as_dict() == config.hparams
+    again = RunConfig.from_json(config.to_json())  # the params are no field: not in config.json
+    assert again == config and "params" not in config.to_json() and again.params is not hp

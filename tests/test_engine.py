@@ -9,6 +9,7 @@ from conftest import assert_close_nested
 from faulty_methods import HiddenState
 from planted import plant
 
+from debias_bench.config.hparams import EngineParams
 from debias_bench.config.run_config import make_config
 from debias_bench.config.selection import SELECTIONS
 from debias_bench.errors import ConfigError
@@ -144,3 +145,27 @@ def test_plain_tensor_attributes_are_checkpointed(tmp_path, toy_place):
     assert {"model", "optimizer", "group_weights", "group_counts"} <= set(saved)
     weights = saved["group_weights"]
     assert not torch.allclose(weights, torch.full_like(weights, 1 / len(weights)))  # trained
+
+
+def _params_classes(cls: type) -> list[type]:
+    return [cls] + [c for sub in cls.__subclasses__() for c in _params_classes(sub)]
+
+
+@pytest.mark.parametrize("method", ["vanilla", "lff", "selecmix"])
+def test_a_run_builds_its_typed_params_once(tmp_path, toy_place, monkeypatch, method):
+    """Data subsets, threads, the method, its models, optimisers and schedulers all read the
+    run's one params object (``RunConfig.params``): built once per run (three times before:
+    the data, the thread pin and the method each built their own from the dict)."""
+    config = _config(method)  # every method's module imported: its Params class exists
+    built = []
+    for cls in _params_classes(EngineParams):
+        if "__init__" in vars(cls):  # every dataclass: its own generated __init__
+            init = vars(cls)["__init__"]
+
+            def counted(self, *args, _init=init, **kwargs):
+                built.append(type(self).__name__)
+                _init(self, *args, **kwargs)
+
+            monkeypatch.setattr(cls, "__init__", counted)
+    assert run_one(config, RunStore(tmp_path), toy_place, torch.device("cpu")).state == "done"
+    assert built == [type(config.params).__name__]

@@ -15,9 +15,10 @@ from debias_bench.config.hparams import (
     HParam,
     declarations,
     hparam,
+    own_declarations,
     timing_values,
 )
-from debias_bench.config.run_config import make_config, resolve_layers
+from debias_bench.config.run_config import RunRequest, make_config, resolve_layers
 from debias_bench.errors import ConfigError
 from debias_bench.methods.vanilla import Vanilla
 from debias_bench.registry import DATASETS, METHODS
@@ -76,7 +77,9 @@ def test_every_builtin_method_declares_every_key_its_yaml_sets():
             for protocol in ("official", "clean"):
                 for preset in ("paper", "quick", "smoke", "ci"):
                     for ratio in DATASETS.get(dataset).spec.ratios:
-                        resolve_layers(method, dataset, protocol, preset, ratio=ratio)
+                        request = RunRequest(method, dataset, ratio, protocol=protocol,
+                                             preset=preset)  # fmt: skip
+                        resolve_layers(request)
 
 
 def test_unknown_and_misspelled_keys_are_refused_before_any_run():
@@ -130,8 +133,8 @@ def digits_like():
 def test_a_recipe_dataset_gets_every_method_s_settings_of_its_recipe(digits_like):
     for method in ALL_METHODS:
         for ratio in (0.5, 1.0, 5.0):
-            ours = resolve_layers(method, digits_like, ratio=ratio)
-            theirs = resolve_layers(method, "cmnist", ratio=ratio)
+            ours = resolve_layers(RunRequest(method, digits_like, ratio))
+            theirs = resolve_layers(RunRequest(method, "cmnist", ratio))
             assert ours.values == theirs.values, method
             assert ours.recipe == "cmnist"
     config = make_config("disent", digits_like, 1, 0)
@@ -168,10 +171,10 @@ def test_bench_config_prints_every_value_with_its_layer(capsys):
     assert lines[0].startswith("# lff on cmnist at 5 %, protocol official, preset paper")
     table = {line.split()[0]: line for line in lines[1:] if not line.startswith("#")}
     assert table["lr"].split()[1:] == ["0.002", "--set"]
-    assert table["input_div255"].split()[1:] == ["true", "protocol", "official"]
+    assert table["input_div255"].split()[1:] == ["true", "lff.yaml", "protocols.official"]
     assert table["q"].split()[1:] == ["0.7", "lff.yaml", "defaults"]
     assert table["epochs"].split()[1:] == ["100", "lff.yaml", "datasets.cmnist"]
-    assert set(table) == set(resolve_layers("lff", "cmnist", ratio=5).values)
+    assert set(table) == set(resolve_layers(RunRequest("lff", "cmnist", 5)).values)
     # the declared search spaces; lr's is around the recipe's 1e-3, whatever --set gives
     assert lines[-1] == (
         "# bench tune searches: ema_alpha uniform 0.5..0.9, lr log_uniform 0.0001..0.01, "
@@ -201,11 +204,33 @@ def test_a_field_declares_name_kind_and_nullability_from_its_annotation():
 def test_typed_params_from_resolved_values():
     hp = _Params.of({"backbone": "mlp", "depth": 3, "widths": [4, 2], "another_method_s": 1})
     assert (hp.depth, hp.scale, hp.widths, hp.lr, hp.steps) == (3, 0.5, (4, 2), 1e-3, None)
-    assert hp["depth"] == 3 and hp.get("scale") == 0.5 and "depth" in hp  # the former dict reads
-    with pytest.raises(KeyError, match="does not declare"):
-        hp["dpeth"]
+    assert _Params.of(hp) is hp  # params of the class are not built again
+    assert EngineParams.of(hp) is hp  # nor read as a base class's
+    engine = EngineParams.of({"backbone": "mlp"})
+    assert _Params.of({**engine.as_dict(), "depth": 2}).depth == 2
+    with pytest.raises(ConfigError, match="no value for hyperparameter 'depth'"):
+        _Params.of(engine)  # a base class's params lack the class's own keys
     with pytest.raises(ConfigError, match="no value for hyperparameter 'depth'"):
         _Params.of({"backbone": "mlp"})
+
+
+def test_params_are_read_as_attributes_not_as_a_mapping():
+    hp = _Params.of({"backbone": "mlp", "depth": 3})
+    with pytest.raises(TypeError):
+        hp["depth"]
+    assert not hasattr(hp, "get") and not hasattr(hp, "keys")
+    values = hp.as_dict()
+    assert list(values)[: len(ENGINE_HPARAMS)] == [p.name for p in ENGINE_HPARAMS]
+    assert (values["depth"], values["scale"], len(values)) == (3, 0.5, len(ENGINE_HPARAMS) + 3)
+
+
+def test_a_key_may_not_take_the_name_of_a_params_method():
+    @dataclasses.dataclass(frozen=True)
+    class Shadowing(EngineParams):
+        as_dict: int = hparam(1, "a key named like the method")
+
+    with pytest.raises(TypeError, match=r"Shadowing\.as_dict: the name is taken"):
+        declarations(Shadowing)
 
 
 def test_a_params_field_must_be_declared_with_a_supported_type():
@@ -223,11 +248,23 @@ def test_a_params_field_must_be_declared_with_a_supported_type():
         declarations(Odd)
 
 
-def test_a_method_in_the_former_form_gets_typed_params():
-    class Former(Vanilla):
-        HPARAMS = (HParam("depth", "int", 2, "a depth", low=1),)
+def test_a_method_in_the_former_form_is_refused_with_the_fix():
+    """``HPARAMS`` records were the former declaration form; its keys would now go unread."""
+    with pytest.raises(TypeError, match=r"Former.HPARAMS: declare .* as a Params dataclass"):
 
-    assert (HParam("depth", "int", 2, "a depth", low=1),) == Former.HPARAMS
-    hp = Former.Params.of({"backbone": "mlp"})
-    assert hp.depth == 2 and hp["depth"] == 2
-    assert METHODS.get("lff_be").HPARAMS[0].name == "q"  # inherited fields are its own too
+        class Former(Vanilla):
+            HPARAMS = (HParam("depth", "int", 2, "a depth", low=1),)
+
+    with pytest.raises(TypeError, match="not declared with hparam"):
+
+        class Undeclared(Vanilla):
+            @dataclasses.dataclass(frozen=True)
+            class Params(EngineParams):
+                depth: int = 3
+
+
+def test_a_method_s_own_keys_are_those_beyond_the_engine_s():
+    own = [p.name for p in own_declarations(METHODS.get("lff_be").Params)]
+    assert own[0] == "q" and "ema_alpha" in own  # inherited from LfF: its own too
+    assert not set(own) & {p.name for p in ENGINE_HPARAMS}
+    assert own_declarations(EngineParams) == ()

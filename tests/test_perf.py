@@ -20,6 +20,7 @@ import torch.nn.functional as F
 from conftest import make_toy_split
 
 from debias_bench.cli import main
+from debias_bench.config.hparams import EngineParams
 from debias_bench.data.contract import to_float
 from debias_bench.methods.common import make_classifier
 from debias_bench.perf import speed as perf
@@ -37,7 +38,6 @@ from debias_bench.perf.speed import (
     run_cell_warm,
 )
 from debias_bench.registry import DATASETS
-from debias_bench.training.method import HParams
 from debias_bench.training.optim import make_optimizer
 
 TINY = {"steps": 2, "warmup": 1, "threads": 1}
@@ -106,7 +106,7 @@ def test_bare_loop_learns():
     """On a learnable toy set the bare loop lowers the loss and moves every parameter."""
     spec = DATASETS.get("toy").spec
     train = make_toy_split(512, 0.2, 1, "train")
-    hp = HParams({"backbone": "mlp", "optimizer": "adam", "lr": 1e-2, "weight_decay": 0.0})
+    hp = EngineParams.of({"backbone": "mlp", "optimizer": "adam", "lr": 1e-2, "weight_decay": 0.0})
     torch.manual_seed(0)
     model = make_classifier(spec, hp, CPU)
     before = [p.detach().clone() for p in model.parameters()]

@@ -6,13 +6,13 @@ from __future__ import annotations
 import pytest
 
 from debias_bench.config import run_length
-from debias_bench.config.run_config import resolve_layers
+from debias_bench.config.run_config import RunRequest, resolve_layers
 from debias_bench.errors import ConfigError
 
 
 def _swap(preset: str = "paper", ratio: float = 1.0, **kwargs) -> tuple[int, int, str]:
     """DisEnt's swap start and decay period (both run_share) and the swap start's source."""
-    resolved = resolve_layers("disent", "cmnist", preset=preset, ratio=ratio, **kwargs)
+    resolved = resolve_layers(RunRequest("disent", "cmnist", ratio, preset=preset, **kwargs))
     values, sources = resolved.values, resolved.sources
     return values["curr_step"], values["lr_decay_step"], sources["curr_step"]
 
@@ -39,7 +39,7 @@ def test_epochs_and_set_steps_scale_it_too_but_a_given_value_is_kept():
 
 def test_a_stage_that_should_not_follow_the_run_keeps_its_preset_value():
     """LfF+BE's committee is not run_share: its YAML gives 20 steps to the 60-step ci run."""
-    values = resolve_layers("lff_be", "cifar10c", preset="ci", ratio=1.0).values
+    values = resolve_layers(RunRequest("lff_be", "cifar10c", 1.0, preset="ci")).values
     assert values["committee_steps"] == 20
 
 
@@ -48,7 +48,7 @@ def test_an_unknown_training_set_size_is_a_named_error(monkeypatch):
     the keys and the two fixes."""
     monkeypatch.setattr(run_length, "train_size", lambda dataset, ratio: None)
     with pytest.raises(ConfigError, match="curr_step, lr_decay_step") as caught:
-        resolve_layers("disent", "cmnist", preset="quick", ratio=1.0)
+        resolve_layers(RunRequest("disent", "cmnist", 1.0, preset="quick"))
     assert "train_sizes" in (caught.value.hint or "")
     # both lengths counted in epochs of the same batches: no size needed
     recipe = {"epochs": 100, "steps": None, "batch_size": 256, "train_limit": None}

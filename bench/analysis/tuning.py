@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from debias_bench.config.hparams import HParam
-from debias_bench.config.run_config import method_hparams, method_yaml, resolve_hparams
+from debias_bench.config.run_config import RunRequest, method_hparams, method_yaml, resolve_layers
 from debias_bench.data.facts import dataset_recipe, valid_split
 from debias_bench.errors import ConfigError
 
@@ -149,7 +149,7 @@ def _declared_specs(method: str, dataset: str, table: dict[str, HParam]) -> dict
     searched = {key: param.search for key, param in table.items() if param.search is not None}
     if not searched:
         return {}
-    recipe = resolve_hparams(method, dataset)
+    recipe = resolve_layers(RunRequest(method, dataset)).values
     specs = {}
     for key, space in searched.items():
         try:

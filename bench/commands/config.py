@@ -11,6 +11,7 @@ from debias_bench.config.hparams import SPEED_KEYS
 from debias_bench.config.run_config import (
     PRESETS,
     PROTOCOLS,
+    RunRequest,
     parse_overrides,
     preset_data_options,
     resolve_layers,
@@ -30,15 +31,16 @@ def cmd_config(args: argparse.Namespace) -> int:
 
         raise ConfigError("bench config takes one method and one dataset")
     ratio = args.ratio if args.ratio is not None else DATASETS.get(dataset[0]).spec.ratios[0]
-    resolved = resolve_layers(
+    request = RunRequest(
         method[0],
         dataset[0],
-        args.protocol,
-        args.preset,
-        args.epochs,
-        parse_overrides(args.set),
         ratio,
+        protocol=args.protocol,
+        preset=args.preset,
+        epochs=args.epochs,
+        overrides=parse_overrides(args.set),
     )
+    resolved = resolve_layers(request)
     recipe = f", method settings of {resolved.recipe} (recipe)" if resolved.recipe else ""
     print(
         f"# {method[0]} on {dataset[0]} at {ratio:g} %, protocol {args.protocol}, "

@@ -1,4 +1,5 @@
-"""Expanding a sweep's grid (methods x datasets x ratios x seeds) into run configurations."""
+"""Expanding a sweep's grid (methods x datasets x ratios x seeds) into run configurations: one
+:class:`~debias_bench.config.run_config.RunRequest` per run, resolved into its config."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import Any
 
 from debias_bench.config.run_config import (
     RunConfig,
-    make_config,
+    RunRequest,
     method_yaml,
     preset_data_options,
     recipe_dataset,
@@ -19,6 +20,9 @@ from debias_bench.registry import DATASETS
 
 @dataclass
 class Grid:
+    """A sweep: the runs of every method x dataset x ratio x seed, each requested with the same
+    protocol, preset, ``--epochs``, ``--set`` and dataset options (:meth:`request`)."""
+
     methods: list[str]
     datasets: list[str]
     ratios: list[float] | None  # None: every ratio each dataset supports
@@ -30,6 +34,23 @@ class Grid:
     data_options: dict[str, Any] = field(default_factory=dict)
     #: per-cell values (``bench run --hparams tuned.yaml``): (method, dataset, ratio) -> values
     tuned: dict[tuple[str, str, float], dict[str, Any]] = field(default_factory=dict)
+
+    def request(
+        self, method: str, dataset: str, ratio: float, seed: int, options: dict[str, Any]
+    ) -> RunRequest:
+        """The request of one run of the grid (``options``: the dataset's checked options)."""
+        return RunRequest(
+            method,
+            dataset,
+            ratio,
+            seed,
+            protocol=self.protocol,
+            preset=self.preset,
+            epochs=self.epochs,
+            overrides=self.overrides,
+            data_options=options,
+            tuned=self.tuned.get((method, dataset, float(ratio))),
+        )
 
 
 def expand(grid: Grid) -> tuple[list[RunConfig], list[str]]:
@@ -53,20 +74,7 @@ def expand(grid: Grid) -> tuple[list[RunConfig], list[str]]:
         for ratio in ratios:
             for method in grid.methods:
                 for seed in grid.seeds:
-                    configs.append(
-                        make_config(
-                            method,
-                            dataset,
-                            ratio,
-                            seed,
-                            grid.protocol,
-                            grid.preset,
-                            grid.epochs,
-                            grid.overrides,
-                            options,
-                            grid.tuned.get((method, dataset, float(ratio))),
-                        )
-                    )
+                    configs.append(grid.request(method, dataset, ratio, seed, options).config())
     if not configs:
         raise ConfigError("the grid is empty", hint="; ".join(notes) or None)
     notes += [n for d in grid.datasets for m in grid.methods if (n := bare_defaults_note(m, d))]

@@ -23,10 +23,9 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import functools
 import math
 import types
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Self, Union, get_args, get_origin, get_type_hints
 
@@ -231,29 +230,16 @@ _KIND_OF_TYPE: dict[Any, Kind] = {
     str: "str",
     tuple[int, ...]: "ints",
 }
-_TYPE_OF_KIND = {kind: tp for tp, kind in _KIND_OF_TYPE.items()}
-
-
-class UndeclaredKey(ConfigError, KeyError):
-    """A method read (by the old string-key form) a hyperparameter it does not declare."""
-
-    def __init__(self, key: str) -> None:
-        ConfigError.__init__(
-            self,
-            f"the method reads hyperparameter {key!r}, which it does not declare",
-            hint=f"declare {key!r} on the method's params class (see README, Adding a method)",
-        )
 
 
 @dataclass(frozen=True)
-class EngineParams(Mapping[str, Any]):
+class EngineParams:
     """The engine's keys (every method has them): lengths, cadence, data subsets, backbone,
-    optimiser. A method's params class extends it with :func:`hparam` fields.
+    optimiser. A method's params class extends it with :func:`hparam` fields; values are read as
+    attributes (``hp.lr``), and :meth:`as_dict` gives them as a dict.
 
     A ``float`` key may hold an int at run time (``lr: 1`` stays 1: run ids hash the values as
-    given, and 1 and 1.0 differ there); arithmetic is the same. Also a read-only mapping
-    (``hp["lr"]``, ``hp.get("lr")``, ``dict(hp)``), so plugins written against the former dict of
-    resolved values keep working; new code reads attributes."""
+    given, and 1 and 1.0 differ there); arithmetic is the same."""
 
     batch_size: int = hparam(256, "training mini-batch size", low=1, high=MAX_BATCH)
     epochs: int = hparam(
@@ -303,12 +289,16 @@ class EngineParams(Mapping[str, Any]):
     lr_gamma: float = hparam(1.0, "StepLR factor per period", low=0, low_open=True, late=True)
 
     @classmethod
-    def of(cls, values: Mapping[str, Any]) -> Self:
-        """Typed params from resolved values (``RunConfig.hparams``, or params of another
-        class): keys the class does not declare are left out, keys missing take their declared
-        default, and a missing key without one is an error (resolution gives every key)."""
+    def of(cls, values: EngineParams | Mapping[str, Any]) -> Self:
+        """Typed params from resolved values (``RunConfig.hparams``), or params of another
+        class: keys the class does not declare are left out, keys missing take their declared
+        default, and a missing key without one is an error (resolution gives every key). Params
+        that already are of this class are returned as they are (a run builds its own once:
+        ``RunConfig.params``)."""
         if isinstance(values, cls):
             return values
+        if isinstance(values, EngineParams):
+            values = values.as_dict()
         given: dict[str, Any] = {}
         for declared_field in dataclasses.fields(cls):
             name = declared_field.name
@@ -316,27 +306,33 @@ class EngineParams(Mapping[str, Any]):
             if value is REQUIRED:
                 raise ConfigError(
                     f"{cls.__name__}: no value for hyperparameter {name!r}",
-                    hint="resolve the values with debias_bench.config.run_config.make_config (or "
-                    "resolve_hparams), which gives every declared key",
+                    hint="resolve the values with debias_bench.config.run_config.RunRequest "
+                    "(resolve_layers, or .config()), which gives every declared key",
                 )
             given[name] = tuple(value) if isinstance(value, list) else value
         return cls(**given)
 
-    def __getitem__(self, key: str) -> Any:
-        if key not in self.__dataclass_fields__:
-            raise UndeclaredKey(key)
-        return getattr(self, key)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.__dataclass_fields__)
-
-    def __len__(self) -> int:
-        return len(self.__dataclass_fields__)
+    def as_dict(self) -> dict[str, Any]:
+        """Every key with its value (``ints`` keys as tuples), in declaration order."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
 
 
-@functools.cache
+#: names a hyperparameter may not take: the params classes' own methods
+_RESERVED = frozenset({"of", "as_dict"})
+
+
+#: each params class's declarations, made once (a class is a fixed set of fields)
+_DECLARATIONS: dict[type[EngineParams], tuple[HParam, ...]] = {}
+
+
 def declarations(params: type[EngineParams]) -> tuple[HParam, ...]:
     """Every key of a params class as an :class:`HParam`, in field order (the engine's first)."""
+    if params not in _DECLARATIONS:
+        _DECLARATIONS[params] = _declare(params)
+    return _DECLARATIONS[params]
+
+
+def _declare(params: type[EngineParams]) -> tuple[HParam, ...]:
     hints = get_type_hints(params)
     out = []
     for declared_field in dataclasses.fields(params):
@@ -347,8 +343,8 @@ def declarations(params: type[EngineParams]) -> tuple[HParam, ...]:
                 f"{params.__name__}.{name} is not declared with hparam() "
                 "(from debias_bench import hparam)"
             )
-        if hasattr(Mapping, name):
-            raise TypeError(f"{params.__name__}.{name}: the name is taken by the mapping interface")
+        if name in _RESERVED:
+            raise TypeError(f"{params.__name__}.{name}: the name is taken by a params method")
         kind, nullable = _kind(hints[name], f"{params.__name__}.{name}")
         out.append(dataclasses.replace(partial, name=name, kind=kind, nullable=nullable))
     return tuple(out)
@@ -370,18 +366,6 @@ def _kind(annotation: Any, where: str) -> tuple[Kind, bool]:
         ) from None
 
 
-def params_from(name: str, base: type[EngineParams], own: Iterable[HParam]) -> type[EngineParams]:
-    """A params class declaring ``own`` on top of ``base``: for a method that still lists
-    :class:`HParam` records in ``HPARAMS`` (the former form), so it gets typed params too."""
-    fields_ = []
-    for param in own:
-        tp: Any = _TYPE_OF_KIND[param.kind]
-        fields_.append((param.name, tp | None if param.nullable else tp,
-                        field(default=param.default, metadata={_DECLARATION: param})))  # fmt: skip
-    made = dataclasses.make_dataclass(name, fields_, bases=(base,), frozen=True)
-    return made
-
-
 def timing_values(table: Iterable[HParam]) -> dict[str, Any]:
     """The values a timing run (``bench perf``) sets: each declaration's ``timing``, where it
     has one."""
@@ -394,6 +378,12 @@ ENGINE_HPARAMS: tuple[HParam, ...] = declarations(EngineParams)
 
 #: Settings that change speed, not the math: recorded in config.json, never hashed.
 SPEED_KEYS = frozenset({"channels_last", "compile"})
+
+
+def own_declarations(params: type[EngineParams]) -> tuple[HParam, ...]:
+    """The keys a method's params class declares beyond the engine's (its own, and engine keys
+    it redeclares to narrow them), in field order."""
+    return tuple(p for p in declarations(params) if p not in ENGINE_HPARAMS)
 
 
 def declared(extra: Iterable[HParam] = ()) -> dict[str, HParam]:

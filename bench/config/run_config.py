@@ -23,6 +23,11 @@ METHOD DATASET`` prints every value with its layer):
 Every value is parsed and checked against its declaration at every layer, so a typo or an
 out-of-range value is an error before any run exists.
 
+What a run is asked to be (method, dataset, ratio, seed, protocol, preset, ``--epochs``,
+``--set``, dataset options, tuned values) is one :class:`RunRequest`; :func:`resolve_layers`
+resolves it, :meth:`RunRequest.config` makes it a :class:`RunConfig`, and the run's typed params
+are built once from the resolved values (:attr:`RunConfig.params`).
+
 A run's id is a hash of everything that defines its result (method, dataset, ratio, seed,
 protocol, dataset options and the resolved hyperparameters); the preset's name, the code
 version and the dataset version are recorded beside it but not hashed.
@@ -35,8 +40,9 @@ import difflib
 import hashlib
 import json
 import sys
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from functools import cache
+from functools import cache, cached_property
 from pathlib import Path
 from typing import Any
 
@@ -46,8 +52,10 @@ from debias_bench.config.hparams import (
     ENGINE_HPARAMS,
     REQUIRED,
     SPEED_KEYS,
+    EngineParams,
     HParam,
     declared,
+    own_declarations,
     unknown_key,
 )
 from debias_bench.config.run_length import scale_to_run
@@ -158,7 +166,7 @@ def _by_ratio(table: dict[Any, Any], ratio: float | None) -> dict[str, Any]:
 
 def method_hparams(method: str) -> dict[str, HParam]:
     """Every key ``method`` may use: the engine's declarations and the method's own."""
-    return declared(getattr(METHODS.get(method), "HPARAMS", ()))
+    return declared(own_declarations(METHODS.get(method).Params))
 
 
 @cache
@@ -210,18 +218,56 @@ EPOCHS_LAYER, TUNED_LAYER, SET_LAYER = "--epochs", "tuned", "--set"
 OFF_RECIPE_LAYERS = (EPOCHS_LAYER, TUNED_LAYER, SET_LAYER)
 
 
-def resolve_layers(
-    method: str,
-    dataset: str,
-    protocol: str = "official",
-    preset: str = "paper",
-    epochs: int | None = None,
-    overrides: dict[str, Any] | None = None,
-    ratio: float | None = None,
-    tuned: dict[str, Any] | None = None,
-) -> Resolution:
-    """Every hyperparameter of a run with the layer it came from (module docstring's order);
-    each value parsed and checked against its declaration."""
+@dataclass(frozen=True)
+class RunRequest:
+    """What a run is asked to be, before resolution: the one argument of :func:`resolve_layers`
+    and :meth:`config` (``bench run``'s grid makes one per run, ``bench config`` one).
+
+    ``ratio`` None resolves without the YAML's ``ratios.<r>`` layer (``bench tune``'s recipe
+    values); a run needs one. ``overrides``: ``--set``; ``tuned``: the cell's values of
+    ``--hparams tuned.yaml``; ``data_options``: recorded in the config (and hashed), not
+    resolved here (``debias_bench.data.options`` checks them)."""
+
+    method: str
+    dataset: str
+    ratio: float | None = None
+    seed: int = 0
+    protocol: str = "official"
+    preset: str = "paper"
+    epochs: int | None = None
+    overrides: Mapping[str, Any] = field(default_factory=dict)
+    data_options: Mapping[str, Any] = field(default_factory=dict)
+    tuned: Mapping[str, Any] | None = None
+
+    def config(self) -> RunConfig:
+        """The run's configuration: its hyperparameters resolved, its seed checked."""
+        if self.ratio is None:
+            raise ConfigError(
+                f"{self.method} on {self.dataset}: a run needs a ratio",
+                hint="give one of its ratios: "
+                + ", ".join(f"{r:g}" for r in DATASETS.get(self.dataset).spec.ratios),
+            )
+        check_seed(self.seed)
+        resolved = resolve_layers(self)
+        return RunConfig(
+            method=self.method,
+            dataset=self.dataset,
+            ratio=float(self.ratio),
+            seed=int(self.seed),
+            protocol=self.protocol,
+            hparams=resolved.values,
+            data_options=dict(self.data_options or {}),
+            preset=self.preset,
+            sources=resolved.sources,
+            recipe=resolved.recipe,
+        )
+
+
+def resolve_layers(request: RunRequest) -> Resolution:
+    """Every hyperparameter of the requested run with the layer it came from (module
+    docstring's order); each value parsed and checked against its declaration."""
+    method, dataset, ratio = request.method, request.dataset, request.ratio
+    protocol, preset = request.protocol, request.preset
     spec = DATASETS.get(dataset).spec
     doc = method_yaml(method)
     table = method_hparams(method)
@@ -236,7 +282,7 @@ def resolve_layers(
     values: dict[str, Any] = {}
     sources: dict[str, str] = {}
 
-    def layer(source: str, items: dict[str, Any] | None) -> None:
+    def layer(source: str, items: Mapping[str, Any] | None) -> None:
         for key, value in (items or {}).items():
             if key not in table:
                 raise unknown_key(key, table, f"{method} on {dataset}, {source}")
@@ -266,10 +312,10 @@ def resolve_layers(
         layer(f"preset {preset} ({source})", dataset_values)
     layer(f"{method}.yaml presets.{preset}", (doc.get("presets") or {}).get(preset))
     layer(f"{method}.yaml datasets.{own}.presets.{preset}{via}", dataset_presets.get(preset))
-    if epochs is not None:
-        layer(EPOCHS_LAYER, {"epochs": epochs, "steps": None})
-    layer(TUNED_LAYER, tuned)
-    layer(SET_LAYER, overrides)
+    if request.epochs is not None:
+        layer(EPOCHS_LAYER, {"epochs": request.epochs, "steps": None})
+    layer(TUNED_LAYER, request.tuned)
+    layer(SET_LAYER, request.overrides)
     _check_required(table, values, f"{method} on {dataset}")
     scale_to_run(table, values, sources, recipe, recipe_sources, dataset, ratio)
     return Resolution(values, sources, recipe=own if own != dataset else None)
@@ -286,16 +332,11 @@ def _check_required(table: dict[str, HParam], values: dict[str, Any], where: str
 
 
 def resolve_hparams(
-    method: str,
-    dataset: str,
-    protocol: str = "official",
-    preset: str = "paper",
-    epochs: int | None = None,
-    overrides: dict[str, Any] | None = None,
-    ratio: float | None = None,
+    method: str, dataset: str, protocol: str = "official", **request: Any
 ) -> dict[str, Any]:
-    """The resolved values of :func:`resolve_layers`."""
-    return resolve_layers(method, dataset, protocol, preset, epochs, overrides, ratio).values
+    """The resolved values of ``RunRequest(method, dataset, protocol=protocol, **request)``: a
+    keyword form for tests and scripts (the package passes a :class:`RunRequest`)."""
+    return resolve_layers(RunRequest(method, dataset, protocol=protocol, **request)).values
 
 
 def _left_out_of_identity(method: str, key: str, value: Any) -> bool:
@@ -357,6 +398,13 @@ class RunConfig:
     def run_id(self) -> str:
         return f"{self.dataset}_{self.method}_r{self.ratio:g}_s{self.seed}_{self.digest[:10]}"
 
+    @cached_property
+    def params(self) -> EngineParams:
+        """The run's typed params (its method's ``Params``), built from ``hparams`` on first
+        use and kept: the engine, the method and its pieces all read this one object."""
+        params: EngineParams = METHODS.get(self.method).Params.of(self.hparams)
+        return params
+
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
@@ -365,29 +413,7 @@ class RunConfig:
         return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
 
 
-def make_config(
-    method: str,
-    dataset: str,
-    ratio: float,
-    seed: int,
-    protocol: str = "official",
-    preset: str = "paper",
-    epochs: int | None = None,
-    overrides: dict[str, Any] | None = None,
-    data_options: dict[str, Any] | None = None,
-    tuned: dict[str, Any] | None = None,
-) -> RunConfig:
-    check_seed(seed)
-    resolved = resolve_layers(method, dataset, protocol, preset, epochs, overrides, ratio, tuned)
-    return RunConfig(
-        method=method,
-        dataset=dataset,
-        ratio=float(ratio),
-        seed=int(seed),
-        protocol=protocol,
-        hparams=resolved.values,
-        data_options=dict(data_options or {}),
-        preset=preset,
-        sources=resolved.sources,
-        recipe=resolved.recipe,
-    )
+def make_config(method: str, dataset: str, ratio: float, seed: int, **request: Any) -> RunConfig:
+    """``RunRequest(method, dataset, ratio, seed, **request).config()``: a keyword form for tests
+    and scripts (the package passes a :class:`RunRequest`)."""
+    return RunRequest(method, dataset, ratio, seed, **request).config()

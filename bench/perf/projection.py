@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from debias_bench.config.run_config import resolve_hparams
+from debias_bench.config.run_config import RunRequest, resolve_layers
 from debias_bench.config.run_length import steps_of
 from debias_bench.registry import DATASETS
 
@@ -24,9 +24,8 @@ PAPER_SEEDS = 3
 
 def run_steps(method: str, dataset: str, ratio: float, protocol: str = "official") -> int | None:
     """Training steps of one paper-configuration run (None: training-set size unknown)."""
-    return steps_of(
-        resolve_hparams(method, dataset, protocol, "paper", ratio=ratio), dataset, ratio
-    )
+    values = resolve_layers(RunRequest(method, dataset, ratio, protocol=protocol)).values
+    return steps_of(values, dataset, ratio)
 
 
 @dataclass

@@ -72,7 +72,7 @@ import torch
 import torch.nn.functional as F
 
 from debias_bench.config.hparams import MAX_STEPS, timing_values
-from debias_bench.config.run_config import RunConfig, make_config, method_hparams, resolve_hparams
+from debias_bench.config.run_config import RunConfig, RunRequest, method_hparams, resolve_layers
 from debias_bench.data.contract import DatasetSpec, Split, Splits
 from debias_bench.data.family import DatasetFamily
 from debias_bench.launchers import forkserver
@@ -81,7 +81,6 @@ from debias_bench.registry import DATASETS, METHODS
 from debias_bench.runs.progress import Progress
 from debias_bench.runs.store import RunStore
 from debias_bench.training.engine import DataPlace, Interrupted, pinned_threads, train_run
-from debias_bench.training.method import HParams
 from debias_bench.training.optim import make_optimizer
 
 #: the method name of the bare PyTorch loop's cells
@@ -272,7 +271,7 @@ def train_size_for(batch_size: int) -> int:
 
 def cell_overrides(method: str, cell: Cell) -> dict[str, Any]:
     """The ``--set`` overrides that turn the paper configuration into a timing run."""
-    known = resolve_hparams(method, cell.dataset, cell.protocol)
+    known = resolve_layers(RunRequest(method, cell.dataset, protocol=cell.protocol)).values
     # with a minimum time the timer, not the step count, ends the run (Interrupted): the
     # longest run the declarations allow, evaluated never (eval_every one past it)
     total = cell.warmup + cell.steps if cell.min_time_s <= 0 else MAX_STEPS - 1
@@ -290,7 +289,9 @@ def cell_config(method: str, cell: Cell) -> RunConfig:
     whose hyperparameters it borrows)."""
     ratio = DATASETS.get(cell.dataset).spec.ratios[0]
     overrides = cell_overrides(method, cell)
-    return make_config(method, cell.dataset, ratio, 0, cell.protocol, "paper", None, overrides)
+    return RunRequest(
+        method, cell.dataset, ratio, 0, protocol=cell.protocol, overrides=overrides
+    ).config()
 
 
 # --------------------------------------------------------------------------- the two loops
@@ -299,14 +300,14 @@ def cell_config(method: str, cell: Cell) -> RunConfig:
 def measure_harness(cell: Cell, device: torch.device) -> Measurement:
     """Train ``cell.method`` through ``train_run`` on synthetic data and time its steps."""
     config = cell_config(cell.method, cell)
-    hp = config.hparams
+    hp = config.params  # the run's own: train_run reads the same object
     spec = DATASETS.get(cell.dataset).spec
-    found = Measurement(cell.dataset, cell.method, hp["backbone"], int(hp["batch_size"]))
-    reason = METHODS.get(cell.method).skip(spec, hp)
+    found = Measurement(cell.dataset, cell.method, hp.backbone, hp.batch_size)
+    reason = METHODS.get(cell.method).skip(spec, config.hparams)
     if reason:
         found.error = f"skipped: {reason}"
         return found
-    family = SyntheticFamily.of(spec, train_size_for(int(hp["batch_size"])))
+    family = SyntheticFamily.of(spec, train_size_for(hp.batch_size))
     data = (family, family.load(config.ratio))
     timer = StepTimer(cell.warmup, cell.steps, device, cell.budget_s, cell.min_time_s)
     with tempfile.TemporaryDirectory(prefix="bench-perf-") as tmp:
@@ -374,16 +375,16 @@ def bare_loop(
 
 def measure_bare(cell: Cell, device: torch.device) -> Measurement:
     """Vanilla's training by hand (same model, optimiser, batch size and tensors)."""
-    hp = HParams(cell_config("vanilla", cell).hparams)
+    hp = cell_config("vanilla", cell).params
     spec = DATASETS.get(cell.dataset).spec
-    batch_size = int(hp["batch_size"])
+    batch_size = hp.batch_size
     train = synthetic_split(spec, train_size_for(batch_size), 0, "train")
     torch.manual_seed(0)
     model = make_classifier(spec, hp, device)
     optimizer = make_optimizer(model.parameters(), hp)
     timer = StepTimer(cell.warmup, cell.steps, device, cell.budget_s, cell.min_time_s)
     bare_loop(model, optimizer, train, spec, batch_size, timer)
-    found = Measurement(cell.dataset, BARE, hp["backbone"], batch_size, timer.warmup_steps)
+    found = Measurement(cell.dataset, BARE, hp.backbone, batch_size, timer.warmup_steps)
     found.timed_steps, found.seconds = timer.timed()
     return found
 

@@ -211,9 +211,10 @@ def init_head(backbone: nn.Module, head: nn.Linear) -> nn.Linear:
     return head
 
 
-def build_backbone(name: str, spec: DatasetSpec, hp: Mapping[str, Any]) -> Backbone:
-    """Build a backbone by name, with the run's typed params ``hp`` (or a mapping of some of
-    its values; the others take their declared defaults); it has a ``feat_dim`` attribute."""
+def build_backbone(name: str, spec: DatasetSpec, hp: EngineParams | Mapping[str, Any]) -> Backbone:
+    """Build a backbone by name, with the run's typed params ``hp`` (used as they are), or with
+    some of its values as a dict (the others take their declared defaults); it has a
+    ``feat_dim`` attribute."""
     builder = BACKBONES.get(name)  # an unknown name: UnknownNameError listing the valid ones
     params = hp if isinstance(hp, EngineParams) else EngineParams.of({**hp, "backbone": name})
     return builder(spec, params)

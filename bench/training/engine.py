@@ -24,7 +24,6 @@ import numpy as np
 import torch
 
 from debias_bench import __version__
-from debias_bench.config.hparams import EngineParams
 from debias_bench.config.run_config import RunConfig
 from debias_bench.data.contract import Splits, TrainStream, resize_split, resized_spec
 from debias_bench.data.family import DatasetFamily
@@ -113,7 +112,7 @@ def load_data(config: RunConfig, place: DataPlace) -> tuple[DatasetFamily, Split
         with build_lock(family):
             _DATA_CACHE[key] = (family, family.load(config.ratio))
     family, splits = _DATA_CACHE[key]
-    hp = EngineParams.of(config.hparams)
+    hp = config.params
     subset_seed = int(config.data_options.get("data_seed", 0))  # same subset for every method
     splits = Splits(
         train=_limit(splits.train, hp.train_limit, subset_seed),
@@ -171,7 +170,7 @@ def _setup(
     the run seed). A method that keeps state its checkpoint would lose is refused here, before
     it trains (:meth:`Method.checkpointed`)."""
     method_cls: type[Method] = METHODS.get(config.method)
-    hp = method_cls.Params.of(config.hparams)
+    hp = config.params  # the method's Params, built once per run
     family, splits = data or load_data(config, place)
     stream = TrainStream(splits.train, family.spec, hp.batch_size, config.seed, device)
     total_steps = hp.steps or hp.epochs * stream.steps_per_epoch
@@ -249,7 +248,7 @@ def train_run(
     and raises :class:`Interrupted`. The run uses ``num_threads`` CPU threads when it sets them.
     ``data`` replaces the dataset the config names (benchmarks on synthetic tensors).
     """
-    with pinned_threads(EngineParams.of(config.hparams).num_threads):
+    with pinned_threads(config.params.num_threads):
         return _train(config, run_dir, place, device, progress or Progress(), should_stop, data)
 
 
@@ -326,7 +325,7 @@ class _Training:
         self.fingerprint = self.family.fingerprint(config.ratio) if data is None else None
         if self.fingerprint is not None:
             _check_fingerprint(run_dir, self.checkpoint, self.fingerprint)
-        accelerate(self.method.modules(), hp, device)
+        accelerate(self.method.modules(), hp.as_dict(), device)
         self.amp = amp_dtype(hp.amp, device)
         self.total_steps = self.method.env.total_steps
         steps_per_epoch = self.stream.steps_per_epoch

@@ -18,21 +18,11 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 
-from debias_bench.config.hparams import (
-    ENGINE_HPARAMS,
-    EngineParams,
-    HParam,
-    declarations,
-    params_from,
-)
+from debias_bench.config.hparams import EngineParams, declarations
 from debias_bench.data.contract import Batch, DatasetSpec, Splits
 from debias_bench.errors import ConfigError
 from debias_bench.training.acceleration import full_precision
 from debias_bench.training.optim import OptimizerSettings, make_optimizer, make_scheduler
-
-#: The former name of a method's resolved values (a dict): typed params from a mapping
-#: (``bench/perf.py`` still builds them so).
-HParams = EngineParams.of
 
 
 @dataclass(frozen=True)
@@ -51,8 +41,8 @@ class Method(ABC):
 
     A method's hyperparameters are the fields of its params class (``Params``, a frozen
     dataclass extending :class:`~debias_bench.config.hparams.EngineParams` or its parent method's);
-    ``self.hp`` holds the run's resolved values as an instance of it, so declare ``hp`` with the
-    same class for typed reads::
+    ``self.hp`` holds the run's resolved values as an instance of it (the run's own
+    ``RunConfig.params``, built once), so declare ``hp`` with the same class for typed reads::
 
         @dataclass(frozen=True)
         class LfFParams(EngineParams):
@@ -69,26 +59,27 @@ class Method(ABC):
     name: ClassVar[str] = ""
     #: the method's params class: the engine's keys and the method's own
     Params: ClassVar[type[EngineParams]] = EngineParams
-    #: the method's own declarations (derived from ``Params``; those not the engine's). A method
-    #: written in the former form lists :class:`HParam` records here instead of a ``Params``.
-    HPARAMS: ClassVar[tuple[HParam, ...]] = ()
     hp: EngineParams
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        own = vars(cls)
-        if "HPARAMS" in own and "Params" in own:
-            raise TypeError(f"{cls.__name__}: declare Params or HPARAMS, not both")
-        if "HPARAMS" in own:  # the former form: typed params made from the records
-            cls.Params = params_from(f"{cls.__name__}Params", EngineParams, own["HPARAMS"])
-        if not issubclass(cls.Params, EngineParams):
+        if "HPARAMS" in vars(cls):  # the former form, removed: its keys would go unread
+            raise TypeError(
+                f"{cls.__name__}.HPARAMS: declare the method's hyperparameters as a Params "
+                "dataclass extending EngineParams, one hparam(...) field each (docs: Adding a "
+                "method)"
+            )
+        if not (isinstance(cls.Params, type) and issubclass(cls.Params, EngineParams)):
             raise TypeError(
                 f"{cls.__name__}.Params must extend debias_bench.config.hparams.EngineParams"
             )
-        cls.HPARAMS = tuple(p for p in declarations(cls.Params) if p not in ENGINE_HPARAMS)
+        declarations(cls.Params)  # each field declared with hparam(), of a known kind
 
-    def __init__(self, spec: DatasetSpec, hp: Mapping[str, Any], env: TrainEnv) -> None:
-        """``hp``: the resolved values (``RunConfig.hparams``) or typed params."""
+    def __init__(
+        self, spec: DatasetSpec, hp: EngineParams | Mapping[str, Any], env: TrainEnv
+    ) -> None:
+        """``hp``: the run's typed params (kept as they are), or resolved values
+        (``RunConfig.hparams``: typed params are built from them)."""
         self.spec = spec
         self.hp = type(self).Params.of(hp)
         self.env = env
@@ -97,7 +88,8 @@ class Method(ABC):
     # ----------------------------------------------------------------- interface
     @classmethod
     def skip(cls, spec: DatasetSpec, hp: Mapping[str, Any]) -> str | None:
-        """Reason this method cannot run on ``spec`` (None: it can)."""
+        """Reason this method cannot run on ``spec`` with the resolved values ``hp``
+        (``RunConfig.hparams``; None: it can)."""
         return None
 
     def prepare(self, data: Splits) -> None:  # noqa: B027  (optional hook, no-op by default)

@@ -7,9 +7,8 @@ run's steps per epoch, so ``lr_step_epochs: 10, lr_gamma: 1.01`` is exactly ETF-
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 from torch.optim.lr_scheduler import LRScheduler, StepLR
@@ -38,16 +37,16 @@ class OptimizerSettings:
     momentum: float = 0.9  # SGD only
 
     @classmethod
-    def of(cls, hp: Mapping[str, Any]) -> OptimizerSettings:
+    def of(cls, hp: EngineParams) -> OptimizerSettings:
         """The run's optimiser (``optimizer``, ``lr``, ``weight_decay``, ``momentum``)."""
-        params = EngineParams.of(hp)
-        return cls(params.optimizer, params.lr, params.weight_decay, params.momentum)
+        return cls(hp.optimizer, hp.lr, hp.weight_decay, hp.momentum)
 
 
 def make_optimizer(
-    params: Iterable[torch.nn.Parameter], settings: OptimizerSettings | Mapping[str, Any]
+    params: Iterable[torch.nn.Parameter],
+    settings: OptimizerSettings | EngineParams,
 ) -> torch.optim.Optimizer:
-    """Adam, AdamW or SGD (``settings``, or the run's optimiser of resolved values)."""
+    """Adam, AdamW or SGD (``settings``, or the run's optimiser of its params)."""
     if not isinstance(settings, OptimizerSettings):
         settings = OptimizerSettings.of(settings)
     name, lr, wd = settings.name.lower(), float(settings.lr), float(settings.weight_decay)
@@ -62,11 +61,10 @@ def make_optimizer(
 
 
 def make_scheduler(
-    optimizer: torch.optim.Optimizer, hp: Mapping[str, Any], steps_per_epoch: int
+    optimizer: torch.optim.Optimizer, hp: EngineParams, steps_per_epoch: int
 ) -> LRScheduler | None:
     """StepLR every ``lr_step_epochs`` epochs by ``lr_gamma`` (None when absent or gamma 1)."""
-    params = EngineParams.of(hp)
-    period, gamma = params.lr_step_epochs, float(params.lr_gamma)
+    period, gamma = hp.lr_step_epochs, float(hp.lr_gamma)
     if not period or gamma == 1.0:
         return None
     return StepLR(optimizer, step_size=max(1, round(float(period) * steps_per_epoch)), gamma=gamma)
