@@ -1,5 +1,7 @@
 """Per-sample loss EMA with class-wise max normalisation (LfF's ``util.EMA``), and the
-relative difficulty that LfF, LfF+BE and DisEnt weight their debiased loss with."""
+relative difficulty that LfF, LfF+BE and DisEnt weight their debiased loss with. LC keeps its
+group-prior matrix in the same EMA, one entry per (class, pseudo-bias) cell, updated once per
+sample in batch order (:meth:`SampleLossEMA.update_in_order`)."""
 
 from __future__ import annotations
 
@@ -63,6 +65,29 @@ class SampleLossEMA:
         seen = self.visited[index]
         self.values[index] = torch.where(seen, self.alpha * old + (1 - self.alpha) * loss, loss)
         self.visited[index] = True
+
+    def update_in_order(self, index: torch.Tensor, value: torch.Tensor) -> None:
+        """One :meth:`update` per element, in order, where ``index`` may repeat (LC's
+        ``EMA_squre``, ``avg_type='mv'``: many samples of a batch fall in one cell).
+
+        An entry visited ``n`` times with values ``d_1..d_n`` ends at ``a^n old + sum_k (1 - a)
+        a^(n-k) d_k``; one not visited before at ``a^(n-1) d_1 + sum_(k>1) (1 - a) a^(n-k)
+        d_k`` (the first visit stores the raw value). Computed at once: the entries' ranks come
+        from a stable sort. Labels are left as they are."""
+        value = value.detach().to(self.values.dtype)
+        order = torch.sort(index, stable=True).indices
+        idx, val = index[order], value[order]
+        size = len(self.values)
+        count = torch.bincount(idx, minlength=size)
+        first = torch.cumsum(count, 0) - count  # position of each entry's first visit
+        rank = torch.arange(len(idx), device=idx.device) - first[idx]
+        power = (count[idx] - 1 - rank).to(self.values.dtype)
+        alpha = torch.full_like(power, self.alpha)
+        fresh = (rank == 0) & ~self.visited[idx]  # a first visit keeps the whole value
+        weight = alpha**power * torch.where(fresh, torch.ones_like(power), 1 - alpha)
+        kept = torch.where(self.visited, self.alpha ** count.to(self.values.dtype), 0.0)
+        self.values.mul_(kept).index_add_(0, idx, weight * val)
+        self.visited[idx] = True
 
     def class_max(self, num_classes: int) -> torch.Tensor:
         out = torch.zeros(num_classes, device=self.values.device)

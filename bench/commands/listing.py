@@ -9,7 +9,12 @@ from typing import Any
 from tabulate import tabulate
 
 from debias_bench.config.run_config import PRESETS
-from debias_bench.config.selection import REQUIRED_SELECTIONS, SELECTED_BY, SELECTIONS
+from debias_bench.config.selection import (
+    LOWER_IS_BETTER,
+    REQUIRED_SELECTIONS,
+    SELECTED_BY,
+    SELECTIONS,
+)
 from debias_bench.data.facts import preset_data_options, preset_hparams
 from debias_bench.launchers.factories import LAUNCHERS
 from debias_bench.plugins.loading import origin
@@ -108,7 +113,8 @@ def list_selections() -> str:
     rows: list[list[object]] = []
     for name in SELECTIONS:
         split, metric = SELECTED_BY.get(name, ("", ""))
-        picks = f"max {split} {metric}" if split else "the final evaluation"
+        most = "min" if metric in LOWER_IS_BETTER else "max"
+        picks = f"{most} {split} {metric}" if split else "the final evaluation"
         rows.append([name, picks, "yes" if name in REQUIRED_SELECTIONS else "newer runs"])
     return _table(rows, ["--selection", "picks the evaluation with", "in every result"])
 

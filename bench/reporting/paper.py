@@ -1,9 +1,13 @@
 """The paper's reference, shipped in ``results/reference/`` (package data): one YAML per paper.
 
 It holds the paper's published numbers (parsed here into :class:`PaperNumbers`; cells are
-``[mean, std]`` in percent as printed) and what its tables look like (parsed by
-:mod:`debias_bench.reporting.layout`). Keys are the registry's dataset and method names, so a
-paper's numbers line up with our runs directly.
+``[mean, std]`` in percent as printed, ``std`` null where the paper prints none) and what its
+tables look like (parsed by :mod:`debias_bench.reporting.layout`). Keys are the registry's
+dataset and method names, so a paper's numbers line up with our runs directly.
+
+A reference may gather methods from several papers (``sources``: method -> its paper, table and
+metric; ``results/reference/lc_denetdm.yaml``), and references combine: ``--paper A+B`` reads
+A's numbers and adds B's cells where A has none (``load_paper``), each source named.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ DEFAULT_PAPER = "etf_debias_cvpr2024"
 #: the repository copy, used when the package data is not installed (an editable checkout)
 _REPO_REFERENCE = Path(__file__).resolve().parents[2] / "results" / "reference"
 
-Stat = tuple[float, float]
+Stat = tuple[float, float | None]
 
 
 @dataclass
@@ -37,9 +41,16 @@ class PaperNumbers:
     accuracy: dict[tuple[str, float, str], Stat] = field(default_factory=dict)
     per_class: dict[tuple[str, float, str, str], Stat] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    #: method -> the paper its numbers come from, where it is not ``source``
+    sources: dict[str, str] = field(default_factory=dict)
 
     def short_source(self) -> str:
-        return self.source.split(" (")[0]
+        """The paper, and each other paper that some of the methods' numbers come from."""
+        methods = {key[2] for key in self.accuracy} | {key[2] for key in self.per_class}
+        own = [self.source.split(" (")[0]] if methods - set(self.sources) else []
+        others = sorted(set(self.sources.values()))
+        by = {s: sorted(m for m, src in self.sources.items() if src == s) for s in others}
+        return "; ".join([*own, *(f"{', '.join(by[s])}: {s.split(' (')[0]}" for s in others)])
 
 
 def _reference_dir() -> Any:
@@ -70,18 +81,23 @@ def parse_paper(data: dict[str, Any]) -> PaperNumbers:
         protocol=data.get("protocol", "official"),
         statistic=data.get("statistic", ""),
         notes=list(data.get("notes", [])),
+        sources={str(m): str(s) for m, s in (data.get("sources") or {}).items()},
     )
     for dataset, ratios in data.get("accuracy", {}).items():
         for ratio, methods in ratios.items():
             for method, (mean, std) in methods.items():
-                paper.accuracy[(dataset, float(ratio), method)] = (float(mean), float(std))
+                paper.accuracy[(dataset, float(ratio), method)] = (float(mean), _std(std))
     for dataset, ratios in data.get("per_class", {}).items():
         for ratio, methods in ratios.items():
             for method, classes in methods.items():
                 for cls, (mean, std) in classes.items():
                     key = (dataset, float(ratio), method, cls)
-                    paper.per_class[key] = (float(mean), float(std))
+                    paper.per_class[key] = (float(mean), _std(std))
     return paper
+
+
+def _std(value: Any) -> float | None:
+    return None if value is None else float(value)
 
 
 @functools.cache
@@ -94,4 +110,19 @@ def reference_data(name: str = DEFAULT_PAPER) -> dict[str, Any]:
 
 
 def load_paper(name: str = DEFAULT_PAPER) -> PaperNumbers:
-    return parse_paper(reference_data(name))
+    """A reference's numbers; ``A+B``: A's, with B's cells added where A has none (B's methods
+    keep B's sources, and B's notes follow A's)."""
+    first, *more = name.split("+")
+    paper = parse_paper(reference_data(first))
+    for other in more:
+        extra = parse_paper(reference_data(other))
+        added = {k[2] for k in extra.accuracy if k not in paper.accuracy}
+        added |= {k[2] for k in extra.per_class if k not in paper.per_class}
+        for key, stat in extra.accuracy.items():
+            paper.accuracy.setdefault(key, stat)
+        for pkey, stat in extra.per_class.items():
+            paper.per_class.setdefault(pkey, stat)
+        for method in added:
+            paper.sources[method] = extra.sources.get(method, extra.source)
+        paper.notes += extra.notes
+    return paper

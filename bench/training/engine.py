@@ -164,7 +164,11 @@ LoadedData = tuple[DatasetFamily, Splits]
 
 
 def _setup(
-    config: RunConfig, place: DataPlace, device: torch.device, data: LoadedData | None = None
+    config: RunConfig,
+    place: DataPlace,
+    device: torch.device,
+    data: LoadedData | None = None,
+    store: Path | None = None,
 ) -> tuple[DatasetFamily, Splits, TrainStream, Method]:
     """Data (``data``, else loaded), batch stream and a freshly initialised method (seeded by
     the run seed). A method that keeps state its checkpoint would lose is refused here, before
@@ -174,9 +178,13 @@ def _setup(
     family, splits = data or load_data(config, place)
     stream = TrainStream(splits.train, family.spec, hp.batch_size, config.seed, device)
     total_steps = hp.steps or hp.epochs * stream.steps_per_epoch
-    env = TrainEnv(device, len(splits.train), stream.steps_per_epoch, total_steps, config.seed)
+    env = TrainEnv(
+        device, len(splits.train), stream.steps_per_epoch, total_steps, config.seed,
+        config=config, store=store,
+    )  # fmt: skip
     _seed_everything(config.seed)
     method = method_cls(family.spec, hp, env)
+    splits = method.evaluation_splits(splits)  # DFR keeps half of the validation split
     method.checkpointed()
     return family, splits, stream, method
 
@@ -186,7 +194,7 @@ def restore_method(
 ) -> tuple[Method, DatasetFamily, Splits]:
     """A run's method with the weights of its latest checkpoint, in eval mode."""
     config = RunConfig.from_json(run_dir.config())
-    family, splits, _, method = _setup(config, place, device)
+    family, splits, _, method = _setup(config, place, device, store=run_dir.path.parent)
     checkpoint = run_dir.load_checkpoint()
     if checkpoint is None:
         raise BenchError(f"{run_dir.path} has no checkpoint", hint="train it with `bench run`")
@@ -319,7 +327,9 @@ class _Training:
         data: LoadedData | None,
     ) -> None:
         self.config, self.run_dir, self.device = config, run_dir, device
-        self.family, self.splits, self.stream, self.method = _setup(config, place, device, data)
+        self.family, self.splits, self.stream, self.method = _setup(
+            config, place, device, data, store=run_dir.path.parent
+        )
         self.hp = hp = self.method.hp
         self.checkpoint = run_dir.load_checkpoint()
         self.fingerprint = self.family.fingerprint(config.ratio) if data is None else None
@@ -327,7 +337,7 @@ class _Training:
             _check_fingerprint(run_dir, self.checkpoint, self.fingerprint)
         accelerate(self.method.modules(), hp.as_dict(), device)
         self.amp = amp_dtype(hp.amp, device)
-        self.total_steps = self.method.env.total_steps
+        self.total_steps = self.method.run_length(self.method.env.total_steps)
         steps_per_epoch = self.stream.steps_per_epoch
         self.eval_every = hp.eval_every or max(1, round(hp.eval_every_epochs * steps_per_epoch))
         self.tracker = SelectionTracker()
@@ -460,4 +470,5 @@ class _Training:
             "valid_iid": self.iid_note,  # how the in-distribution split was built, or why none
             "code_version": __version__,
             "finished": time.time(),
+            **({"method_record": record} if (record := self.method.record()) else {}),
         }

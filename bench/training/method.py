@@ -13,12 +13,14 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, ClassVar
 
 import torch
 from torch import nn
 
 from debias_bench.config.hparams import EngineParams, declarations
+from debias_bench.config.run_config import RunConfig
 from debias_bench.data.contract import Batch, DatasetSpec, Splits
 from debias_bench.errors import ConfigError
 from debias_bench.training.acceleration import full_precision
@@ -27,13 +29,16 @@ from debias_bench.training.optim import OptimizerSettings, make_optimizer, make_
 
 @dataclass(frozen=True)
 class TrainEnv:
-    """Facts of the run a method may need at construction time."""
+    """Facts of the run a method may need at construction time (``config`` and ``store``, the
+    run's configuration and the run store it trains in, are None outside a stored run)."""
 
     device: torch.device
     train_size: int
     steps_per_epoch: int
     total_steps: int
     seed: int
+    config: RunConfig | None = None
+    store: Path | None = None
 
 
 class Method(ABC):
@@ -94,6 +99,22 @@ class Method(ABC):
 
     def prepare(self, data: Splits) -> None:  # noqa: B027  (optional hook, no-op by default)
         """Optional stage before training (e.g. LfF+BE's bias committee); its time counts."""
+
+    def evaluation_splits(self, data: Splits) -> Splits:
+        """The splits the engine evaluates and selects on, asked once right after construction:
+        ``data`` unless a method keeps part of one for itself (DFR re-trains its last layer on
+        half of the validation split: the selection rules read only the other half)."""
+        return data
+
+    def run_length(self, steps: int) -> int:
+        """The updates the engine makes after :meth:`prepare`: the run's ``steps`` unless a
+        method does all its training in :meth:`prepare` (DFR: 1)."""
+        return steps
+
+    def record(self) -> dict[str, Any]:
+        """Facts of this run a method reports in ``result.json`` (``method_record``; e.g. that
+        DFR reused a Vanilla run's model); saved with the checkpoint by the method itself."""
+        return {}
 
     @abstractmethod
     def update(self, batch: Batch) -> Mapping[str, torch.Tensor | float]:

@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from debias_bench.config.selection import SELECTED_BY
+from debias_bench.config.selection import FALLBACK_SPLIT, SELECTED_BY, better, class_difference
 from debias_bench.data.contract import DatasetSpec, Split, eval_batches
 from debias_bench.errors import FailReason, RunFailure
 
@@ -63,7 +63,9 @@ def accuracy_metrics(
     num_biases: int,
 ) -> dict[str, Any]:
     """Accuracy overall, on bias-aligned (bias == label) and bias-conflicting samples, per
-    class, per (class, bias) group, and the mean over non-empty groups (LfF's unbiased metric)."""
+    class, per (class, bias) group, and the mean over non-empty groups (LfF's unbiased metric);
+    the worst class and the class-difference criterion (:mod:`debias_bench.config.selection`)
+    read class labels only."""
     correct = preds == labels
     aligned = labels == biases
     members = [
@@ -73,12 +75,16 @@ def accuracy_metrics(
     counts = [[int(m.sum()) for m in row] for row in members]
     filled = [acc for row in group for acc in row if acc is not None]
     worst, worst_at, n_worst = worst_group(group, counts)
+    per_class = [_pct(correct[labels == c]) for c in range(num_classes)]
+    present = [acc for acc in per_class if acc is not None]
     return {
         "accuracy": _pct(correct),
         "aligned_accuracy": _pct(correct[aligned]),
         "conflicting_accuracy": _pct(correct[~aligned]),
         "group_mean_accuracy": sum(filled) / len(filled) if filled else None,
-        "per_class_accuracy": [_pct(correct[labels == c]) for c in range(num_classes)],
+        "per_class_accuracy": per_class,
+        "worst_class_accuracy": min(present) if present else None,
+        "class_diff": class_difference(per_class),
         "group_accuracy": group,
         "group_counts": counts,
         "worst_group_accuracy": worst,
@@ -121,7 +127,9 @@ class SelectionTracker:
 
     ``last``: the final evaluation (LfF, ETF-Debias). ``best_valid``: highest validation
     accuracy. ``best_test``: highest test accuracy, an oracle that DisEnt, BiasEnsemble and
-    SelecMix report; recorded so they can be compared, never the default. Ties keep the earlier.
+    SelecMix report; recorded so they can be compared, never the default. The others: see
+    :data:`~debias_bench.config.selection.SELECTED_BY` (a rule whose split a record lacks reads
+    its fallback split, if it has one, and its entry names the split). Ties keep the earlier.
     """
 
     def __init__(self) -> None:
@@ -132,12 +140,14 @@ class SelectionTracker:
         entry = {k: copy.deepcopy(record[k]) for k in kept if k in record}
         self.selected["last"] = entry
         for name, (split, metric) in SELECTED_BY.items():
+            fallback = split not in record and name in FALLBACK_SPLIT
+            split = FALLBACK_SPLIT[name] if fallback else split  # a run has the split or not
             value = (record.get(split) or {}).get(metric)
             if value is None:
                 continue
             best = self.selected.get(name)
-            if best is None or value > best[split][metric]:
-                self.selected[name] = entry
+            if best is None or better(metric, value, best[split][metric]):
+                self.selected[name] = {**entry, "split": split} if fallback else entry
 
     def state_dict(self) -> dict[str, Any]:
         return copy.deepcopy(self.selected)
