@@ -23,7 +23,8 @@ from debias_bench.cli import main
 from debias_bench.config.hparams import EngineParams
 from debias_bench.data.contract import to_float
 from debias_bench.methods.common import make_classifier
-from debias_bench.perf import speed as perf
+from debias_bench.perf import cells as perf
+from debias_bench.perf.cells import run_cell, run_cell_isolated, run_cell_subprocess, run_cell_warm
 from debias_bench.perf.projection import project, run_steps
 from debias_bench.perf.speed import (
     BARE,
@@ -32,10 +33,6 @@ from debias_bench.perf.speed import (
     bare_loop,
     cell_overrides,
     crop_flip,
-    run_cell,
-    run_cell_isolated,
-    run_cell_subprocess,
-    run_cell_warm,
 )
 from debias_bench.registry import DATASETS
 from debias_bench.training.optim import make_optimizer

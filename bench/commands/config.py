@@ -16,6 +16,7 @@ from debias_bench.config.run_config import (
     preset_data_options,
     resolve_layers,
 )
+from debias_bench.errors import ConfigError
 from debias_bench.registry import DATASETS, METHODS
 
 
@@ -27,8 +28,6 @@ def cmd_config(args: argparse.Namespace) -> int:
     method = METHODS.resolve(args.method)
     dataset = DATASETS.resolve(args.dataset)
     if len(method) != 1 or len(dataset) != 1:
-        from debias_bench.errors import ConfigError
-
         raise ConfigError("bench config takes one method and one dataset")
     ratio = args.ratio if args.ratio is not None else DATASETS.get(dataset[0]).spec.ratios[0]
     request = RunRequest(

@@ -25,15 +25,10 @@ import torch
 from debias_bench import paths
 from debias_bench.config.run_config import PROTOCOLS, RunConfig
 from debias_bench.errors import ConfigError
+from debias_bench.perf.cells import run_cell_isolated
 from debias_bench.perf.overhead import launcher_overhead
 from debias_bench.perf.projection import PAPER_SEEDS, Projection, project
-from debias_bench.perf.speed import (
-    BARE,
-    Cell,
-    Measurement,
-    describe_device,
-    run_cell_isolated,
-)
+from debias_bench.perf.speed import BARE, Cell, Measurement, describe_device
 from debias_bench.perf.tables import (
     TARGET,
     Key,

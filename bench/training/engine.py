@@ -29,7 +29,7 @@ from debias_bench.data.contract import Splits, TrainStream, resize_split, resize
 from debias_bench.data.family import DatasetFamily
 from debias_bench.data.folder_swap import build_lock
 from debias_bench.data.iid import iid_valid
-from debias_bench.errors import BenchError, FailReason, RunFailure
+from debias_bench.errors import BenchError, ConfigError, FailReason, RunFailure
 from debias_bench.registry import DATASETS, METHODS
 from debias_bench.runs.progress import Progress
 from debias_bench.runs.provenance import config_json
@@ -80,8 +80,6 @@ def resolve_device(name: str = "auto") -> torch.device:
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if name.startswith("cuda") and not torch.cuda.is_available():
-        from debias_bench.errors import ConfigError
-
         raise ConfigError(
             "--device cuda requested but no CUDA device is visible", hint="use --device cpu"
         )
