@@ -40,6 +40,15 @@ _API: dict[str, str] = {
     "SampleWeights": "debias_bench.methods.state",
     "SampleMask": "debias_bench.methods.state",
     "StepCounter": "debias_bench.methods.state",
+    # how a method draws its batches, and named random streams
+    "Sampler": "debias_bench.training.sampling",
+    "UNIFORM": "debias_bench.training.sampling",
+    "GroupBalanced": "debias_bench.training.sampling",
+    "Weighted": "debias_bench.training.sampling",
+    "sampling_option": "debias_bench.training.sampling",
+    "stream_seed": "debias_bench.streams",
+    "generator": "debias_bench.streams",
+    "rng": "debias_bench.streams",
     # datasets
     "DatasetFamily": "debias_bench.data.family",
     "PresetValues": "debias_bench.data.family",
@@ -94,6 +103,7 @@ __all__ = [
     "METHODS",
     "REQUIRED",
     "TRACKERS",
+    "UNIFORM",
     "Around",
     "Batch",
     "BenchError",
@@ -110,6 +120,7 @@ __all__ = [
     "DatasetSpec",
     "Ended",
     "EngineParams",
+    "GroupBalanced",
     "IdxSource",
     "IntRange",
     "LaunchContext",
@@ -121,6 +132,7 @@ __all__ = [
     "Row",
     "SampleMask",
     "SampleWeights",
+    "Sampler",
     "Split",
     "Splits",
     "StepCounter",
@@ -132,9 +144,11 @@ __all__ = [
     "TrainStream",
     "Uniform",
     "UnknownNameError",
+    "Weighted",
     "WorkerProcess",
     "__version__",
     "finished",
+    "generator",
     "hparam",
     "make_classifier",
     "method_name",
@@ -147,7 +161,10 @@ __all__ = [
     "register_optimizer",
     "register_table",
     "register_tracker",
+    "rng",
+    "sampling_option",
     "seed_stats",
+    "stream_seed",
     "train_model",
 ]
 
@@ -291,6 +308,14 @@ if TYPE_CHECKING:  # what static tools (mypy, the docs) see of the lazy names
     from debias_bench.reporting.model import Cell, Column, Row, Table
     from debias_bench.reporting.runs import finished
     from debias_bench.reporting.stats import seed_stats
+    from debias_bench.streams import generator, rng, stream_seed
     from debias_bench.tracking.base import TRACKERS, TrackedRun, Tracker, register_tracker
     from debias_bench.training.method import Method, TrainEnv
     from debias_bench.training.metrics import predict_labels
+    from debias_bench.training.sampling import (
+        UNIFORM,
+        GroupBalanced,
+        Sampler,
+        Weighted,
+        sampling_option,
+    )

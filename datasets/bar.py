@@ -40,13 +40,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
-import numpy as np
-
 from debias_bench.data.family import PresetValues
 from debias_bench.data.options import DataOption
 from debias_bench.data.split_store import ratio_dirname
 from debias_bench.errors import CorruptDataError
 from debias_bench.registry import register_dataset
+from debias_bench.streams import rng
 
 from .cached import (
     CI_16PX,
@@ -144,8 +143,8 @@ class BAR(CachedImageFamily):
             pool = {c: v[: int(limit)] for c, v in pool.items()}
         n_aligned = {c: len(v) for c, v in by_class.items()}
         most = conflicting_counts(n_aligned, max(self.spec.ratios))
-        rng = np.random.default_rng([self.data_seed, 23])
-        reserve, valid, test = partition_conflicting(pool, most, VALID_FRACTION, rng)
+        draws = rng(self.data_seed, "bar.plan")
+        reserve, valid, test = partition_conflicting(pool, most, VALID_FRACTION, draws)
         plan: dict[str, list[Record]] = {"valid": valid, "test": test}
         for ratio in self.spec.ratios:
             need = conflicting_counts(n_aligned, ratio)

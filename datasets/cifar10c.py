@@ -39,6 +39,7 @@ from debias_bench.data.options import DataOption
 from debias_bench.data.progress import progress_bar
 from debias_bench.data.split_store import ratio_dirname, save_split
 from debias_bench.registry import register_dataset
+from debias_bench.streams import rng
 
 from . import cifar10_raw
 from .cached import CI_16PX, CIFAR_MEAN, CIFAR_STD
@@ -47,26 +48,26 @@ from .lff_npy import ImportableFamily
 from .parallel import parallel_chunks
 from .skew import assign_skewed, assign_uniform
 
-_STREAM_VALID, _STREAM_TRAIN, _STREAM_TEST, _STREAM_SPLIT = 1, 2, 3, 4
 CHUNK = 1000
 
 
 @dataclasses.dataclass(frozen=True)
 class Corruption:
     """How one stream of images is corrupted: image ``k`` gets corruption ``names[bias_k]`` at
-    ``severity``, its noise drawn from ``(seed, stream, id_k, bias_k)`` (the same image with
-    the same bias looks the same in every build, whatever the chunking)."""
+    ``severity``, its noise drawn from the named stream ``stream`` of ``seed`` at
+    ``(id_k, bias_k)`` (the same image with the same bias looks the same in every build,
+    whatever the chunking)."""
 
     names: tuple[str, ...]
     severity: int
     seed: int
-    stream: int
+    stream: str
 
     def __call__(self, images: np.ndarray, ids: np.ndarray, biases: np.ndarray) -> np.ndarray:
         out = np.empty_like(images)
         for k in range(len(images)):
-            rng = np.random.default_rng([self.seed, self.stream, int(ids[k]), int(biases[k])])
-            out[k] = corrupt(self.names[biases[k]], images[k], self.severity, rng)
+            draws = rng(self.seed, self.stream, int(ids[k]), int(biases[k]))
+            out[k] = corrupt(self.names[biases[k]], images[k], self.severity, draws)
         return out
 
 
@@ -90,8 +91,9 @@ def corrupt_many(
     return out
 
 
-def _rng(seed: int, stream: int, ratio: float = 0.0) -> np.random.Generator:
-    return np.random.default_rng([seed, stream, round(ratio * 1000)])
+def _milli(ratio: float) -> int:
+    """A ratio in thousandths of a percent, the index of a per-ratio random stream."""
+    return round(ratio * 1000)
 
 
 @register_dataset(
@@ -212,23 +214,22 @@ class CorruptedCIFAR10(ImportableFamily):
         shape = (self.spec.num_classes, self.spec.num_biases)
         return self.build_into(self.folder, force, self._build, self.params, shape)
 
-    def _corruption(self, stream: int) -> Corruption:
-        return Corruption(self.names, self.severity, self.data_seed, stream)
+    def _corruption(self, split: str) -> Corruption:
+        return Corruption(self.names, self.severity, self.data_seed, f"cifar10c.corrupt.{split}")
 
     def _build(self, staging: Path) -> None:
         """The shared valid and test splits and every ratio's training split, into ``staging``."""
         src = self._source()
         x, y = src["train_images"], src["train_labels"]
         n_valid = min(self.valid_size, len(y) // 10)
-        order = _rng(self.data_seed, _STREAM_SPLIT).permutation(len(y))
+        order = rng(self.data_seed, "cifar10c.split").permutation(len(y))
         valid_rows, train_rows = np.sort(order[:n_valid]), np.sort(order[n_valid:])
         self._write(
             staging / "valid",
             x,
             y,
             valid_rows,
-            assign_uniform(y[valid_rows], 10, _rng(self.data_seed, _STREAM_VALID)),
-            _STREAM_VALID,
+            assign_uniform(y[valid_rows], 10, rng(self.data_seed, "cifar10c.valid_bias")),
             "valid",
         )
         self._write(
@@ -236,13 +237,14 @@ class CorruptedCIFAR10(ImportableFamily):
             src["test_images"],
             src["test_labels"],
             np.arange(len(src["test_labels"])),
-            assign_uniform(src["test_labels"], 10, _rng(self.data_seed, _STREAM_TEST)),
-            _STREAM_TEST,
+            assign_uniform(src["test_labels"], 10, rng(self.data_seed, "cifar10c.test_bias")),
             "test",
         )
         # training: corrupt the union of (image, bias) pairs over the ratios once
         per_ratio = {
-            r: assign_skewed(y[train_rows], r, 10, _rng(self.data_seed, _STREAM_TRAIN, r))
+            r: assign_skewed(
+                y[train_rows], r, 10, rng(self.data_seed, "cifar10c.train_bias", _milli(r))
+            )
             for r in self.spec.ratios
         }
         pairs = np.unique(
@@ -252,7 +254,7 @@ class CorruptedCIFAR10(ImportableFamily):
             x[pairs[:, 0]],
             pairs[:, 0],
             pairs[:, 1],
-            self._corruption(_STREAM_TRAIN),
+            self._corruption("train"),
             desc="corrupting train",
             n_jobs=self.n_jobs,
         )
@@ -275,14 +277,13 @@ class CorruptedCIFAR10(ImportableFamily):
         y: np.ndarray,
         rows: np.ndarray,
         biases: np.ndarray,
-        stream: int,
         name: str,
     ) -> None:
         images = corrupt_many(
             x[rows],
             rows,
             biases,
-            self._corruption(stream),
+            self._corruption(name),
             desc=f"corrupting {name}",
             n_jobs=self.n_jobs,
         )

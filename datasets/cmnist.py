@@ -31,6 +31,7 @@ from debias_bench.data.options import DataOption
 from debias_bench.data.progress import progress_bar
 from debias_bench.data.split_store import ratio_dirname, save_split
 from debias_bench.registry import register_dataset
+from debias_bench.streams import rng as stream_rng
 
 from . import mnist_raw
 from .lff_npy import ImportableFamily
@@ -54,9 +55,6 @@ MEAN_COLORS = np.array(
 )
 SEVERITY_STD = (0.05, 0.02, 0.01, 0.005, 0.002)
 
-# Independent random streams of one build, so changing one never shifts another.
-_STREAM_VALID, _STREAM_TRAIN_BIAS, _STREAM_TEST_BIAS, _STREAM_COLOUR = 1, 2, 3, 4
-
 
 def colorize(
     digits: np.ndarray, biases: np.ndarray, severity: int, rng: np.random.Generator
@@ -73,8 +71,9 @@ def colorize(
     return out
 
 
-def _rng(data_seed: int, stream: int, ratio: float = 0.0) -> np.random.Generator:
-    return np.random.default_rng([data_seed, stream, round(ratio * 1000)])
+def _milli(ratio: float) -> int:
+    """A ratio in thousandths of a percent, the index of a per-ratio random stream."""
+    return round(ratio * 1000)
 
 
 class ColourBiasedDigits(ImportableFamily):
@@ -165,18 +164,21 @@ class ColourBiasedDigits(ImportableFamily):
         )
         nb = self.spec.num_biases
         train_x, train_y, valid_x, valid_y = self._split_train(raw)
-        for name, images, labels, stream in (
-            ("valid", valid_x, valid_y, _STREAM_VALID),
-            ("test", raw["test_images"], raw["test_labels"], _STREAM_TEST_BIAS),
+        # independent named streams of data_seed (debias_bench.streams), so changing one never
+        # shifts another
+        for name, images, labels in (
+            ("valid", valid_x, valid_y),
+            ("test", raw["test_images"], raw["test_labels"]),
         ):
-            biases = assign_uniform(labels, nb, _rng(self.data_seed, stream))
-            self._write(staging / name, images, labels, biases, _rng(self.data_seed, 10 + stream))
+            biases = assign_uniform(labels, nb, stream_rng(self.data_seed, f"cmnist.{name}_bias"))
+            colours = stream_rng(self.data_seed, f"cmnist.{name}_colour")
+            self._write(staging / name, images, labels, biases, colours)
             steps.update()
         for ratio in ratios_all:
             biases = assign_skewed(
-                train_y, ratio, nb, _rng(self.data_seed, _STREAM_TRAIN_BIAS, ratio)
+                train_y, ratio, nb, stream_rng(self.data_seed, "cmnist.train_bias", _milli(ratio))
             )
-            colour_rng = _rng(self.data_seed, _STREAM_COLOUR, ratio)
+            colour_rng = stream_rng(self.data_seed, "cmnist.train_colour", _milli(ratio))
             self._write(
                 staging / ratio_dirname(ratio) / "train", train_x, train_y, biases, colour_rng
             )
@@ -186,7 +188,7 @@ class ColourBiasedDigits(ImportableFamily):
     def _split_train(self, raw: dict[str, np.ndarray]) -> tuple[np.ndarray, ...]:
         n = len(raw["train_labels"])
         n_valid = min(self.valid_size, n // 10)  # 6000 of MNIST's 60000; less on a subset
-        order = _rng(self.data_seed, _STREAM_VALID + 100).permutation(n)
+        order = stream_rng(self.data_seed, "cmnist.valid_split").permutation(n)
         valid_rows, train_rows = np.sort(order[:n_valid]), np.sort(order[n_valid:])
         x, y = raw["train_images"], raw["train_labels"].astype(np.int64)
         return x[train_rows], y[train_rows], x[valid_rows], y[valid_rows]

@@ -31,13 +31,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
-import numpy as np
-
 from debias_bench.data.family import PresetValues
 from debias_bench.data.options import DataOption
 from debias_bench.data.split_store import ratio_dirname
 from debias_bench.errors import CorruptDataError
 from debias_bench.registry import register_dataset
+from debias_bench.streams import rng
 
 from .cached import (
     CI_16PX,
@@ -134,7 +133,7 @@ class DogsAndCats(CachedImageFamily):
     def plan(self, recs: list[Record]) -> dict[str, list[Record]]:
         """The split of every image: ``<pct>/train`` per ratio, ``valid``, ``test``."""
         limit = self.limit_per_group  # tests, CI: a small deterministic subset
-        rng = np.random.default_rng([self.data_seed, 17])
+        draws = rng(self.data_seed, "dogs_and_cats.plan")
         aligned = {c: [r for r in recs if r.label == c and r.bias == c] for c in (0, 1)}
         conflict = {c: [r for r in recs if r.label == c and r.bias != c] for c in (0, 1)}
         if limit:
@@ -142,7 +141,7 @@ class DogsAndCats(CachedImageFamily):
             conflict = {c: v[: int(limit)] for c, v in conflict.items()}
         n_aligned = {c: len(v) for c, v in aligned.items()}
         most = conflicting_counts(n_aligned, max(self.spec.ratios))
-        reserve, valid, test = partition_conflicting(conflict, most, VALID_FRACTION, rng)
+        reserve, valid, test = partition_conflicting(conflict, most, VALID_FRACTION, draws)
         plan = {"valid": valid, "test": test}
         for ratio in self.spec.ratios:
             need = conflicting_counts(n_aligned, ratio)

@@ -26,8 +26,9 @@ Official behaviour kept
 Departures
     * A batch without pseudo-aligned samples gives the biased model a zero loss (the official
       code takes the mean of an empty tensor, gets NaN and stops with an error).
-    * The committee draws its batches from a stream of its own (a different seed from the main
-      stream); the official code shares its loader's random state with the main loop.
+    * The committee draws its batches from a stream of its own (``lff_be.committee``, a
+      different seed from the main stream); the official code shares its loader's random
+      state with the main loop.
     * A member trains ``min(committee_steps, total steps of the run)`` steps: the cap only
       binds for runs shorter than the committee (the smoke preset's 20 steps), where a full
       committee would cost more than the run it prepares.
@@ -57,6 +58,7 @@ from debias_bench.config.hparams import REQUIRED, hparam
 from debias_bench.config.search import Uniform
 from debias_bench.data.contract import Batch, DatasetSpec, Splits
 from debias_bench.registry import register_method
+from debias_bench.streams import stream_seed
 from debias_bench.training.method import TrainEnv
 
 from .biased import CommitteeConfig, agreement_mask, committee_probs
@@ -83,9 +85,6 @@ class LfFBEParams(LfFParams):
         search=Uniform(0.9, 0.999),
     )
     committee_valid_every: int = hparam(REQUIRED, "members' checkpoint cadence", low=1, timing=1)
-
-
-_COMMITTEE_SEED_OFFSET = 104_729  # the committee's batch stream differs from the main one
 
 
 @register_method(
@@ -124,7 +123,7 @@ class LfFBE(LfF):
             model = make_classifier(self.spec, self.hp, self.device)
             return model, self.optimizer_for(model)
 
-        seed = self.env.seed + _COMMITTEE_SEED_OFFSET
+        seed = stream_seed(self.env.seed, "lff_be.committee")  # a batch stream of its own
         probs = committee_probs(make_member, data, self.spec, cfg, seed, self.device)
         self.pseudo_aligned.set(agreement_mask(probs, cfg.threshold, cfg.agreement).to(self.device))
 

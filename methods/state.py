@@ -55,16 +55,20 @@ class SampleMask:
 
 
 class SampleWeights:
-    """A positive weight per training sample, set once (JTT's upweighted error set, PGD's
-    gradient-norm importance), kept normalised to mean 1 over the training set.
+    """A positive weight per training sample, set once, kept normalised to mean 1 over the
+    training set: the ``sampling: loss_weights`` variant of JTT and PGD, which draws uniform
+    batches and weighs their loss instead of resampling (their default draws the batches with
+    the weights: ``debias_bench.training.sampling``).
 
-    They stand in for a sampler that draws sample i with probability ``w_i / sum(w)``: a
-    uniformly drawn batch's loss is :meth:`weighted_mean`, ``sum(w_i l_i) / sum(w_i)``. Its
-    numerator and denominator have the expectations of the sampled loss and 1 (a ratio
-    estimator: consistent, bias O(1 / batch)), and like a sampled batch's mean it is a convex
-    combination of the batch's losses. The unbiased ``mean(w_i l_i)`` is not bounded so: one
-    sample of weight 100 in a batch of 128 weighs as much as the whole batch (measured with PGD
-    on Colored MNIST, SGD lr 0.02: the network died at chance accuracy).
+    A uniformly drawn batch's loss is :meth:`weighted_mean`, ``sum(w_i l_i) / sum(w_i)``: over
+    the whole training set exactly the loss under resampling, and like a sampled batch's mean a
+    convex combination of the batch's losses. Per batch it is not the resampled loss: the
+    expected share of the upweighted samples in a batch's loss is 0.453 instead of 0.505 (1 % of
+    the samples at weight 101, batch 256), 0.314 at batch 64 (53 % of those batches hold none of
+    them) and 0.235 instead of 0.334 (0.5 % at 100 times the others' weight, batch 128): they
+    are under-weighted by 10-38 % (``docs/methods-sampling.md``). The unbiased ``mean(w_i l_i)``
+    is not bounded so: one sample of weight 100 in a batch of 128 weighs as much as the whole
+    batch (measured with PGD on Colored MNIST, SGD lr 0.02: the network died at chance accuracy).
     """
 
     def __init__(self, size: int, device: torch.device | str | None = None) -> None:

@@ -1,4 +1,5 @@
-"""GroupDRO, JTT and PGD: the core math on hand-made tensors, resume, and YAML defaults."""
+"""GroupDRO, JTT and PGD: the core math on hand-made tensors, their samplers, resume, and YAML
+defaults."""
 
 from __future__ import annotations
 
@@ -12,8 +13,10 @@ from conftest import assert_close_nested
 from methods_helpers import CPU, assert_resumes_to_whole, toy_batch, whole_and_stopped
 from torch import nn
 
+from debias_bench.cli import main
 from debias_bench.config.run_config import make_config, method_yaml, resolve_hparams
 from debias_bench.data.contract import Split, to_float
+from debias_bench.errors import ConfigError
 from debias_bench.methods import jtt as jtt_module
 from debias_bench.methods import pgd as pgd_module
 from debias_bench.methods.biased import stage_steps
@@ -29,14 +32,20 @@ from debias_bench.methods.losses import generalized_ce
 from debias_bench.methods.pgd import PGD, last_layer_grad_norms, sampling_scores
 from debias_bench.methods.state import SampleWeights
 from debias_bench.registry import DATASETS, METHODS
+from debias_bench.runs.store import RunStore
 from debias_bench.training.backbones import Backbone
+from debias_bench.training.engine import train_run
 from debias_bench.training.method import TrainEnv
+from debias_bench.training.sampling import UNIFORM, GroupBalanced, Weighted
 
 TRAIN_SIZE = 512  # the toy dataset's training split
 
 
 def _env(n=TRAIN_SIZE, steps_per_epoch=16, total_steps=40, seed=0):
     return TrainEnv(CPU, n, steps_per_epoch, total_steps, seed)
+
+
+LOSS_WEIGHTS = {"sampling": "loss_weights"}
 
 
 def _toy_method(cls, method, env=None, **overrides):
@@ -220,11 +229,40 @@ def test_jtt_error_set_is_what_the_identification_model_misclassifies(monkeypatc
     errors = splits.train.labels != 2
     assert method.error_set.flags.tolist() == errors.tolist()
     multiplicity = torch.where(errors, 21.0, 1.0)
+    # sampling: resample (the default): the duplicated set, N + 20 |E| rows an epoch
+    assert method.batch_sampler() is method.upsampled and not method.weights.ready
+    assert method.upsampled.values.tolist() == multiplicity.tolist()
+    assert method.upsampled.epoch_size(splits.train) == 512 + 20 * int(errors.sum())
+
+
+def test_jtt_loss_weights_variant_weighs_the_error_set(monkeypatch):
+    method, _ = _toy_method(JTT, "jtt", id_epochs=2, upweight=20, **LOSS_WEIGHTS)
+    monkeypatch.setattr(jtt_module, "train_model", lambda model, *args, **kwargs: model)
+    splits = _toy_splits()
+    method.prepare(splits)
+    multiplicity = torch.where(method.error_set.flags, 21.0, 1.0)
+    assert method.batch_sampler() is UNIFORM and not method.upsampled.ready
     torch.testing.assert_close(method.weights.values, multiplicity * 512 / multiplicity.sum())
 
 
-def test_jtt_update_is_weighted_ce():
+def test_jtt_duplication_needs_a_whole_upweight():
+    with pytest.raises(ConfigError, match="whole number"):
+        _toy_method(JTT, "jtt", upweight=2.5)
+    _toy_method(JTT, "jtt", upweight=2.5, **LOSS_WEIGHTS)  # a weighted loss takes any weight
+
+
+def test_jtt_update_is_plain_ce_on_a_duplicated_batch():
+    """Under duplication the batch already holds the copies: the loss is its mean CE."""
     method, spec = _toy_method(JTT, "jtt", optimizer="sgd", lr=1.0, momentum=0.0)
+    method.error_set.set(torch.zeros(TRAIN_SIZE, dtype=torch.bool))
+    batch = toy_batch(spec, n=8)
+    before = copy.deepcopy(method.model)
+    method.update(batch)
+    _sgd_step_matches(method.model, before, F.cross_entropy(before(batch.x), batch.y))
+
+
+def test_jtt_update_is_weighted_ce():
+    method, spec = _toy_method(JTT, "jtt", optimizer="sgd", lr=1.0, momentum=0.0, **LOSS_WEIGHTS)
     errors = torch.zeros(TRAIN_SIZE, dtype=torch.bool)
     errors[[1, 4, 5]] = True
     method.error_set.set(errors)
@@ -239,7 +277,7 @@ def test_jtt_update_is_weighted_ce():
 
 
 def test_jtt_refuses_to_train_before_its_error_set():
-    method, spec = _toy_method(JTT, "jtt")
+    method, spec = _toy_method(JTT, "jtt", **LOSS_WEIGHTS)
     with pytest.raises(RuntimeError, match="prepare"):
         method.update(toy_batch(spec, n=8))
 
@@ -255,15 +293,29 @@ def _per_sample_head_grads(model: Classifier, x: torch.Tensor, y: torch.Tensor) 
     return torch.stack(rows)
 
 
-@pytest.mark.parametrize(("norm", "ord_"), [("l1", 1), ("l2", 2), ("linf", math.inf)])
-def test_pgd_last_layer_norms_match_autograd_per_sample_gradients(norm, ord_):
+@pytest.mark.parametrize("p", [0.3, 0.7, 1.0, 1.5, 2.0, 7.0])
+def test_pgd_last_layer_norms_match_autograd_per_sample_gradients(p):
+    """Any p > 0: the release's ``torch.norm(grad, p=norm_scale, dim=1)`` of the flattened
+    per-sample gradient (p = 0.7 by default, not a norm) equals the factorised form."""
     torch.manual_seed(0)
     model = Classifier(_TinyBackbone(), 3)
     x, y = torch.randn(7, 5), torch.tensor([0, 1, 2, 0, 1, 2, 2])
-    expected = torch.linalg.vector_norm(_per_sample_head_grads(model, x, y), ord=ord_, dim=1)
+    grads = _per_sample_head_grads(model, x, y).double()
+    expected = torch.norm(grads, p=p, dim=1).float()
     h = model.features(x)
-    got = last_layer_grad_norms(model.head(h), h, y, norm)
-    torch.testing.assert_close(got, expected.detach())
+    got = last_layer_grad_norms(model.head(h), h, y, p)
+    torch.testing.assert_close(got, expected.detach(), rtol=1e-5, atol=1e-7)
+    if p == 0.7:  # the release's p and the paper's L2 rank the samples differently
+        l2 = last_layer_grad_norms(model.head(h), h, y, 2.0)
+        assert not torch.allclose(got / got.sum(), l2 / l2.sum(), rtol=0.05)
+
+
+def test_pgd_norm_needs_a_positive_p():
+    logits, h, y = torch.randn(2, 3), torch.randn(2, 4), torch.tensor([0, 1])
+    with pytest.raises(ValueError, match="p must be > 0"):
+        last_layer_grad_norms(logits, h, y, 0.0)
+    with pytest.raises(ConfigError, match="grad_norm"):
+        make_config("pgd", "toy", 20, 0, overrides={"grad_norm": "l2"})
 
 
 class _TinyBackbone(Backbone):
@@ -309,9 +361,12 @@ def test_pgd_probabilities_follow_the_biased_models_gradient_norms(monkeypatch):
     biased = method.model  # holds the biased model's weights (init_from_biased)
     biased.eval()
     x = to_float(splits.train.images, spec)
-    norms = torch.linalg.vector_norm(_per_sample_head_grads(biased, x, splits.train.labels), dim=1)
-    probs = norms / norms.sum()
-    torch.testing.assert_close(method.weights.values / TRAIN_SIZE, probs, atol=1e-7, rtol=1e-4)
+    grads = _per_sample_head_grads(biased, x, splits.train.labels).double()
+    norms = torch.norm(grads, p=0.7, dim=1)  # the release's --norm_scale default
+    probs = (norms / norms.sum()).float()
+    assert method.batch_sampler() is method.resampling and not method.weights.ready
+    got = method.resampling.probabilities().float()
+    torch.testing.assert_close(got, probs, atol=1e-7, rtol=1e-4)
 
 
 def test_pgd_can_start_the_debiased_model_fresh(monkeypatch):
@@ -335,9 +390,18 @@ def test_pgd_can_start_the_debiased_model_fresh(monkeypatch):
     )
 
 
-def test_pgd_update_is_ce_weighted_by_sampling_probability():
-    """The batch's CE averaged with the sampling probabilities of its rows as weights."""
+def test_pgd_update_is_plain_ce_on_a_resampled_batch():
     method, spec = _toy_method(PGD, "pgd", optimizer="sgd", lr=1.0, momentum=0.0)
+    batch = toy_batch(spec, n=8)
+    before = copy.deepcopy(method.model)
+    method.update(batch)
+    _sgd_step_matches(method.model, before, F.cross_entropy(before(batch.x), batch.y))
+
+
+def test_pgd_update_is_ce_weighted_by_sampling_probability():
+    """The loss_weights variant: the batch's CE averaged with the sampling probabilities of its
+    rows as weights."""
+    method, spec = _toy_method(PGD, "pgd", optimizer="sgd", lr=1.0, momentum=0.0, **LOSS_WEIGHTS)
     scores = torch.rand(TRAIN_SIZE, generator=torch.Generator().manual_seed(3))
     method.weights.set(scores)
     batch = toy_batch(spec, n=8)
@@ -364,7 +428,7 @@ def test_training_ignores_bias_labels(cls, name):
     """Same seed, batches that differ only in their bias labels: identical models."""
     runs = []
     for flip in (False, True):
-        method, spec = _toy_method(cls, name)
+        method, spec = _toy_method(cls, name, **LOSS_WEIGHTS)
         if isinstance(method, JTT):
             method.error_set.set(torch.arange(TRAIN_SIZE) % 3 == 0)
         method.weights.set(torch.arange(TRAIN_SIZE).float() % 5 + 1)
@@ -396,22 +460,72 @@ RESUME_CASES = {
 }
 
 
+#: where each method's prepared weights sit in its checkpoint, per sampling mode
+PREPARED = {
+    ("jtt", "resample"): "upsampled",
+    ("pgd", "resample"): "resampling",
+    ("jtt", "loss_weights"): "weights",
+    ("pgd", "loss_weights"): "weights",
+}
+
+
+@pytest.mark.parametrize("sampling", ["resample", "loss_weights"])
 @pytest.mark.parametrize("method", list(RESUME_CASES))
-def test_interrupted_then_resumed_equals_uninterrupted(tmp_path, toy_place, method, monkeypatch):
-    overrides = {**TINY, **RESUME_CASES[method]}
+def test_interrupted_then_resumed_equals_uninterrupted(
+    tmp_path, toy_place, method, sampling, monkeypatch
+):
+    """Stopped at step 13 (of 24; JTT's duplicated epochs make it longer) and resumed: the
+    metrics of every evaluation and the selections equal the uninterrupted run's, for both
+    sampling modes: the sampler's weights come back from the checkpoint, its draws from
+    (seed, epoch)."""
+    overrides = {**TINY, **RESUME_CASES[method], "sampling": sampling}
+    if method == "jtt":
+        overrides.update(steps=None, epochs=2, eval_every=None, eval_every_epochs=0.5, upweight=5)
     config = make_config(method, "toy", 20, 0, protocol="clean", overrides=overrides)
     whole, whole_dir, stopped = whole_and_stopped(config, tmp_path, toy_place, stop_at=13)
     checkpoint = stopped.load_checkpoint()["method"]
     if method == "groupdro":  # the group weights have moved away from uniform
         assert checkpoint["group_weights"].std() > 0
     else:  # the weights of the preparation stage are in the checkpoint
-        assert checkpoint["weights"]["ready"] and checkpoint["weights"]["values"].std() > 0
+        state = checkpoint[PREPARED[method, sampling]]
+        assert state["ready"] and state["values"].std() > 0
+    if (method, sampling) == ("jtt", "resample"):  # epochs of the duplicated set: N + 5 |E|
+        extra = int(state["values"].sum()) - TRAIN_SIZE
+        assert extra > 0 and extra % 5 == 0
+        assert whole["steps"] == 2 * math.ceil((TRAIN_SIZE + extra) / 32) > 2 * TRAIN_SIZE // 32
 
     def no_prepare(self, data):
         raise AssertionError("prepare() ran again on resume")
 
     monkeypatch.setattr(METHODS.get(method), "prepare", no_prepare)
     assert_resumes_to_whole(config, toy_place, stopped, whole, whole_dir)
+
+
+class _Killed(Exception):
+    """Stands for ``kill -9``: the run ends without writing a checkpoint of its own."""
+
+
+@pytest.mark.parametrize("method", list(RESUME_CASES))
+def test_killed_then_resumed_equals_uninterrupted(tmp_path, toy_place, method):
+    """Killed 3 steps after its first evaluation, with the official sampler: the rerun resumes
+    from that evaluation's checkpoint (the sampler's weights in it) and ends where the
+    uninterrupted run did."""
+    overrides = {**TINY, **RESUME_CASES[method]}
+    config = make_config(method, "toy", 20, 0, protocol="clean", overrides=overrides)
+    whole_dir = RunStore(tmp_path / "whole").run(config.run_id)
+    whole = train_run(config, whole_dir, toy_place, CPU)
+    killed = RunStore(tmp_path / "killed").run(config.run_id)
+
+    def kill(step: int) -> bool:
+        evaluated = killed.metrics()
+        if evaluated and step == evaluated[0]["step"] + 3:
+            raise _Killed
+        return False
+
+    with pytest.raises(_Killed):
+        train_run(config, killed, toy_place, CPU, should_stop=kill)
+    assert killed.load_checkpoint()["step"] == 8  # the first evaluation's (eval_every 8)
+    assert_resumes_to_whole(config, toy_place, killed, whole, whole_dir)
 
 
 # ----------------------------------------------------------------------------- YAML defaults
@@ -426,7 +540,7 @@ EXPECTED = [
     # sumyeongahn/PGD learner.py / train.py defaults; the optimiser recipe is the common one
     # (chosen on validation over the release's SGD recipe: pgd.yaml)
     ("pgd", "cmnist", {"optimizer": "adam", "lr": 1e-3, "batch_size": 256, "epochs": 100,
-                       "q": 0.7, "bias_epochs": None, "grad_norm": "l2", "grad_power": 1.0,
+                       "q": 0.7, "bias_epochs": None, "grad_norm": 0.7, "grad_power": 1.0,
                        "init_from_biased": True}),
 ]  # fmt: skip
 
@@ -437,6 +551,37 @@ def test_yaml_defaults_match_the_official_recipes(method, dataset, expected):
     for key, value in expected.items():
         assert layered[key] == value, (method, dataset, key)
     assert method_yaml(method)["defaults"]  # the YAML is found beside the module
+    # each draws its batches as its official code does, and has none of the LfF-line quirks
+    assert layered["sampling"] == "resample" and layered["input_div255"] is False
+
+
+@pytest.mark.parametrize(
+    ("method", "kind"),
+    [("groupdro", GroupBalanced), ("jtt", Weighted), ("pgd", Weighted)],
+)
+def test_the_official_sampler_by_default_and_uniform_batches_as_the_variant(method, kind):
+    cls = METHODS.get(method)
+    official, _ = _toy_method(cls, method)
+    variant, _ = _toy_method(cls, method, **LOSS_WEIGHTS)
+    assert isinstance(official.batch_sampler(), kind)
+    assert variant.batch_sampler() is UNIFORM
+    if kind is Weighted:  # JTT duplicates (no replacement), PGD draws with replacement
+        assert official.batch_sampler().replacement is (method == "pgd")
+
+
+def test_bench_config_shows_pgds_inputs_scaled_once(capsys):
+    """Under the official protocol PGD keeps the release's [0, 1] inputs; LfF, whose official
+    MLP divides by 255 again, declares that quirk in its own YAML."""
+    assert main(["config", "pgd", "cmnist", "--protocol", "official"]) == 0
+    table = {line.split()[0]: line.split()[1:] for line in capsys.readouterr().out.splitlines()
+             if line and not line.startswith("#")}  # fmt: skip
+    assert table["input_div255"] == ["false", "engine", "default"]
+    assert table["sampling"] == ["resample", "pgd", "declaration"]
+    assert table["grad_norm"] == ["0.7", "pgd.yaml", "defaults"]
+    assert main(["config", "lff", "cmnist", "--protocol", "official"]) == 0
+    lff = {line.split()[0]: line.split()[1:] for line in capsys.readouterr().out.splitlines()
+           if line and not line.startswith("#")}  # fmt: skip
+    assert lff["input_div255"] == ["true", "lff.yaml", "protocols.official"]
 
 
 def test_jtt_upweight_and_id_epochs_stay_on_the_official_grids():

@@ -4,7 +4,8 @@ Each method is compared with Vanilla trained with the same protocol (clean) and 
 epochs of the quick preset), seed 0, on the bias-conflicting samples of the unbiased test set
 (issue 25's acceptance: at least 5 points above Vanilla). Hyperparameters are the YAML defaults:
 GroupDRO's official eta 0.01 and C 0; JTT's T 2 and lambda_up 100 and PGD's optimiser recipe
-chosen on the validation split (jtt.yaml, pgd.yaml); PGD's biased model as long as the run.
+chosen on the validation split (jtt.yaml, pgd.yaml); PGD's biased model as long as the run and
+its norm's p 0.7; each method's official sampling (group-balanced, duplicated, resampled).
 """
 
 from __future__ import annotations
@@ -50,19 +51,17 @@ def _beats_vanilla(method, vanilla, tmp_path, raw_root, data_root):
 @pytest.mark.parametrize("method", ["groupdro", "jtt", "pgd"])
 def test_beats_vanilla_on_bias_conflicting_samples(method, vanilla, tmp_path, raw_root, data_root):
     """Measured (seed 0; test accuracy, unbiased / conflicting / aligned; training time of one
-    run, of which the preparation stage, on 2 CPU cores shared with other jobs, load about 4;
-    the whole file about 18 minutes, Colored MNIST build included):
+    run, of which the preparation stage; 1 thread, as tests/conftest.py pins it; 2 CPU cores
+    shared with other jobs), each method with its official sampling (the default; issue 38):
 
-    Vanilla   60.5 / 56.2 / 99.7   315 s
-    GroupDRO  71.0 / 67.8 / 99.6   193 s
-    JTT       79.2 / 76.9 / 99.2   168 s (identification model, 2 epochs: 46 s)
-    PGD       80.0 / 79.9 / 81.3   367 s (biased model, 10 epochs, and scores: 103 s)
+    Vanilla   60.4 / 56.1 / 99.7    53 s
+    GroupDRO  77.4 / 75.0 / 98.7    69 s (group-balanced batches)
+    JTT       72.8 / 69.8 / 99.6    83 s (duplicated error set; identification model: 16 s)
+    PGD       80.0 / 80.2 / 78.3    44 s (resampled, p 0.7; biased model and scores: 23 s)
 
-    The tests pin 1 thread (tests/conftest.py), which moves the last digits: Vanilla 61.5 /
-    57.2 / 99.8, GroupDRO 71.3 / 68.2 / 99.8, JTT 78.5 / 76.4 / 98.0, PGD 79.2 / 79.1 / 80.7
-    (17, 20, 21 and 35 s, two pytest-xdist workers on 2 cores).
-
-    PGD trades aligned accuracy for conflicting accuracy: its weights put most of the training
-    loss on the few bias-conflicting samples (pgd.py).
+    The same numbers as ``bench run ... --preset quick --epochs 10 --protocol clean --threads 1``
+    gives for seed 0 (docs/methods-sampling.md, seeds 0-2 and the ``loss_weights`` variants).
+    PGD trades aligned accuracy for conflicting accuracy: its resampling puts most of the
+    training batches on the few high-gradient samples (pgd.py).
     """
     _beats_vanilla(method, vanilla, tmp_path, raw_root, data_root)

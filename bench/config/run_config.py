@@ -67,13 +67,18 @@ from debias_bench.registry import DATASETS, METHODS
 #: the engine's declarations by key (a method's own or redeclared keys are not these objects)
 _ENGINE = {p.name: p for p in ENGINE_HPARAMS}
 
-#: Engine-wide switches of each protocol; methods add their own under ``protocols:`` in YAML.
+#: Engine-wide switches of each protocol: none. A quirk of an official code belongs to the
+#: methods whose code has it and to no other, declared under ``protocols.<name>`` in each one's
+#: YAML, where ``bench config`` shows it: the LfF-line MLPs' second division by 255
+#: (``input_div255``: Vanilla, LfF, LfF+BE, DisEnt, SelecMix, ETF-Debias, SD, EnD; not
+#: GroupDRO, JTT or PGD, whose official codes feed [0, 1] inputs), EnD's and ETF-Debias's
+#: schedules, EnD's and SelecMix's pair conventions.
 PROTOCOLS: dict[str, dict[str, Any]] = {
-    # The official repositories' behaviour, needed to reproduce the published tables:
-    # the MLPs divide their [0, 1] input by 255 again.
-    "official": {"input_div255": True},
+    # Each method as its official code trains it, quirks included: reproduces the published
+    # tables.
+    "official": {},
     # The same recipes without the official quirks: the honest comparison.
-    "clean": {"input_div255": False},
+    "clean": {},
 }
 
 #: The engine-wide values of each ``--preset``; a dataset adds its own on its family class

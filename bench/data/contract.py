@@ -4,8 +4,10 @@ Images are stored as uint8 arrays ``N x H x W x C`` (the LfF npy layout), either
 in memory or NumPy memory maps for the large sets. Batches are built on tensors: a per-epoch
 permutation drawn from ``(seed, epoch)``, indexing, conversion to float, normalisation and
 augmentation (random crop with padding, horizontal flip) applied to the whole batch at once,
-with no per-sample Python. Because the order depends only on ``(seed, epoch)``, a resumed
-run sees exactly the batches an uninterrupted one would have seen.
+with no per-sample Python. Because the order depends only on ``(seed, epoch)`` (and, for a
+method that draws its batches otherwise, on its sampler's checkpointed state: see
+``debias_bench.training.sampling``), a resumed run sees exactly the batches an uninterrupted one
+would have seen. Every draw comes from a named stream (``debias_bench.streams``).
 """
 
 from __future__ import annotations
@@ -15,11 +17,13 @@ import functools
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 import numpy as np
 import torch
 import torch.nn.functional as F
+
+from debias_bench.streams import generator
 
 ArrayLike = torch.Tensor | np.ndarray
 
@@ -255,19 +259,48 @@ def resized_spec(spec: DatasetSpec, side: int) -> DatasetSpec:
 
 
 def epoch_generator(seed: int, epoch: int) -> torch.Generator:
-    """The RNG of one epoch: order and augmentation depend only on (seed, epoch)."""
-    return torch.Generator().manual_seed(seed * 1_000_003 + epoch)
+    """The RNG of one epoch's uniform order: stream ``batch_order`` at ``epoch``."""
+    return generator(seed, "batch_order", epoch)
+
+
+def uniform_order(size: int, seed: int, epoch: int) -> torch.Tensor:
+    """One epoch's rows in the uniform order: a permutation of ``0 .. size - 1`` drawn from
+    ``(seed, epoch)`` (on the CPU)."""
+    return torch.randperm(size, generator=epoch_generator(seed, epoch))
+
+
+class EpochOrder(Protocol):
+    """How a :class:`TrainStream` orders the rows of one epoch, when not uniformly: the
+    samplers of ``debias_bench.training.sampling`` (group-balanced, weighted) implement it."""
+
+    def epoch_size(self, split: Split) -> int:
+        """How many rows one epoch of ``split`` draws."""
+        ...
+
+    def epoch_rows(self, split: Split, seed: int, epoch: int) -> torch.Tensor:
+        """The rows (positions in ``split``) of epoch ``epoch``, in order, on the CPU: a pure
+        function of the sampler's state, ``seed`` and ``epoch``."""
+        ...
 
 
 class TrainStream:
     """Infinite, resumable stream of shuffled training batches.
+
+    Rows come in the uniform order (every row once per epoch, :func:`uniform_order`) unless a
+    ``sampler`` orders the epochs (its epoch may be longer than the split and repeat rows).
 
     On a GPU, a split held in memory (the 28/32-px sets) is copied to the device once, so a
     batch is a gather on the device with no host-to-device copy; memory-mapped splits stay on
     the host and only their batches travel."""
 
     def __init__(
-        self, split: Split, spec: DatasetSpec, batch_size: int, seed: int, device: torch.device
+        self,
+        split: Split,
+        spec: DatasetSpec,
+        batch_size: int,
+        seed: int,
+        device: torch.device,
+        sampler: EpochOrder | None = None,
     ) -> None:
         if device.type != "cpu" and isinstance(split.images, torch.Tensor):
             split = dataclasses.replace(
@@ -277,22 +310,34 @@ class TrainStream:
                 biases=split.biases.to(device),
             )
         self.split, self.spec, self.batch_size = split, spec, batch_size
-        self.seed, self.device = seed, device
-        self.steps_per_epoch = math.ceil(len(split) / batch_size)
+        self.seed, self.device, self.sampler = seed, device, sampler
+
+    @property
+    def steps_per_epoch(self) -> int:
+        """Batches per epoch (a sampler whose epoch size is set while preparing, JTT's, gives
+        its final count only from then on)."""
+        size = len(self.split) if self.sampler is None else self.sampler.epoch_size(self.split)
+        return math.ceil(size / self.batch_size)
+
+    def epoch_rows(self, epoch: int) -> torch.Tensor:
+        """The rows of epoch ``epoch`` in order (on the CPU)."""
+        if self.sampler is None:
+            return uniform_order(len(self.split), self.seed, epoch)
+        return self.sampler.epoch_rows(self.split, self.seed, epoch)
 
     def batches(self, start_step: int = 0) -> Iterator[Batch]:
         """Yield batches from global step ``start_step`` on (0-based)."""
-        epoch, offset = divmod(start_step, self.steps_per_epoch)
+        steps_per_epoch = self.steps_per_epoch
+        epoch, offset = divmod(start_step, steps_per_epoch)
         while True:
-            gen = epoch_generator(self.seed, epoch)
             # drawn on the CPU (the same order on any device), moved where the split lives
             # once per epoch, not once per batch
-            order = torch.randperm(len(self.split), generator=gen).to(self.split.labels.device)
-            for k in range(offset, self.steps_per_epoch):
+            order = self.epoch_rows(epoch).to(self.split.labels.device)
+            for k in range(offset, steps_per_epoch):
                 rows = order[k * self.batch_size : (k + 1) * self.batch_size]
                 # Augmentation draws are keyed by step so that skipping batches on resume
                 # does not shift them.
-                aug = epoch_generator(self.seed + 7919, epoch * self.steps_per_epoch + k)
+                aug = generator(self.seed, "augmentation", epoch * steps_per_epoch + k)
                 yield self._batch(rows, aug)
             epoch, offset = epoch + 1, 0
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import torch
 
 from debias_bench.data.contract import Split
+from debias_bench.streams import generator
 
 #: fewer bias-aligned validation images than this: the split would not say anything
 MIN_ALIGNED = 20
@@ -41,8 +42,8 @@ def iid_valid(valid: Split, ratio_percent: float, seed: int) -> tuple[Split | No
             f"the validation split holds {len(conflicting_rows)} bias-conflicting images; "
             f"{wanted} are needed for {ratio_percent:g} % beside its {n_aligned} aligned ones"
         )
-    generator = torch.Generator().manual_seed(int(seed) + 7919)
-    picked = conflicting_rows[torch.randperm(len(conflicting_rows), generator=generator)[:wanted]]
+    draw = generator(int(seed), "valid_iid")
+    picked = conflicting_rows[torch.randperm(len(conflicting_rows), generator=draw)[:wanted]]
     rows = torch.sort(torch.cat([torch.nonzero(aligned).flatten(), picked])).values
     subset = valid.subset(rows)
     subset.name = "valid_iid"

@@ -17,6 +17,7 @@ from typing import Any
 from debias_bench.errors import ConfigError
 from debias_bench.registry import DATASETS, METHODS, Registry
 from debias_bench.reporting.paper import DEFAULT_PAPER, reference_data
+from debias_bench.training.sampling import split_variant
 
 #: a dataset's declared kind (``register_dataset(..., kind=...)``) -> the kind of its test set
 KINDS = {"synthetic": "unbiased", "real": "conflicting"}
@@ -119,8 +120,10 @@ def _ordered(names: Iterable[str], paper: Iterable[str], registry: Registry[Any]
 
 
 def method_order(names: list[str]) -> list[str]:
-    """The paper's column order, then registry order, then by name."""
-    return _ordered(names, reference_layout().methods, METHODS)
+    """The paper's column order, then registry order, then by name; a method's declared variant
+    (``groupdro[sampling=loss_weights]``) right after the method."""
+    bases = _ordered([split_variant(n)[0] for n in names], reference_layout().methods, METHODS)
+    return sorted(dict.fromkeys(names), key=lambda n: (bases.index(split_variant(n)[0]), n))
 
 
 def dataset_order(names: list[str]) -> list[str]:
@@ -129,10 +132,14 @@ def dataset_order(names: list[str]) -> list[str]:
 
 
 def method_name(method: str) -> str:
-    """The registered display name; the paper's while the method is not registered here."""
+    """The registered display name; the paper's while the method is not registered here; a
+    declared variant named after it: ``GroupDRO [sampling=loss_weights]``."""
+    method, variant = split_variant(method)
     if method in METHODS:
-        return METHODS.entry(method).display_name
-    return reference_layout().methods.get(method, method)
+        name = METHODS.entry(method).display_name
+    else:
+        name = reference_layout().methods.get(method, method)
+    return name if variant is None else f"{name} [{variant}]"
 
 
 def dataset_name(dataset: str) -> str:
@@ -143,6 +150,7 @@ def dataset_name(dataset: str) -> str:
 
 def bias_marker(method: str) -> str | None:
     """The paper's marker: * for methods trained with bias labels, ◇ for methods without."""
+    method = split_variant(method)[0]
     if method not in METHODS:
         return None
     needs = METHODS.entry(method).meta.get("needs_bias_labels")

@@ -18,6 +18,7 @@ from debias_bench.runs.run_dir import RunDir
 from debias_bench.runs.states import RunState, effective_state, failure_reason
 from debias_bench.runs.store import RunStore
 from debias_bench.training.metrics import worst_group
+from debias_bench.training.sampling import variant_key
 
 METRICS = (
     "accuracy",
@@ -94,6 +95,8 @@ def run_rows(run_dir: RunDir, stale_results: bool = False) -> list[dict[str, Any
     except CorruptDataError:
         config = {}
     base = {k: config.get(k) for k in RUN_COLUMNS if k in config} or from_run_id(run_dir.run_id)
+    if config.get("method"):  # a declared variant (sampling=loss_weights) is a method of its own
+        base["method"] = variant_key(config["method"], config.get("hparams") or {})
     base.update(run_id=run_dir.run_id, state=state.value)
     if config and not facts.fault:  # a corrupt run is in no configuration (nor its check)
         base.update(config=recorded(config), identity=identity(config))

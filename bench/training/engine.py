@@ -34,6 +34,7 @@ from debias_bench.registry import DATASETS, METHODS
 from debias_bench.runs.progress import Progress
 from debias_bench.runs.provenance import config_json
 from debias_bench.runs.run_dir import RunDir
+from debias_bench.streams import stream_seed
 from debias_bench.training.acceleration import accelerate, amp_dtype, autocast
 from debias_bench.training.method import Method, TrainEnv
 from debias_bench.training.metrics import SelectionTracker, collect_features, evaluate_split
@@ -113,9 +114,9 @@ def load_data(config: RunConfig, place: DataPlace) -> tuple[DatasetFamily, Split
     hp = config.params
     subset_seed = int(config.data_options.get("data_seed", 0))  # same subset for every method
     splits = Splits(
-        train=_limit(splits.train, hp.train_limit, subset_seed),
-        valid=_limit(splits.valid, hp.eval_limit, subset_seed + 1),
-        test=_limit(splits.test, hp.eval_limit, subset_seed + 2),
+        train=_limit(splits.train, hp.train_limit, stream_seed(subset_seed, "subset.train")),
+        valid=_limit(splits.valid, hp.eval_limit, stream_seed(subset_seed, "subset.valid")),
+        test=_limit(splits.test, hp.eval_limit, stream_seed(subset_seed, "subset.test")),
     )
     side = hp.image_size
     if side and (side, side) != tuple(family.spec.image_size):
@@ -184,6 +185,7 @@ def _setup(
     method = method_cls(family.spec, hp, env)
     splits = method.evaluation_splits(splits)  # DFR keeps half of the validation split
     method.checkpointed()
+    stream.sampler = method.batch_sampler()  # how the method draws its batches (uniform: N/B)
     return family, splits, stream, method
 
 
@@ -335,9 +337,7 @@ class _Training:
             _check_fingerprint(run_dir, self.checkpoint, self.fingerprint)
         accelerate(self.method.modules(), hp.as_dict(), device)
         self.amp = amp_dtype(hp.amp, device)
-        self.total_steps = self.method.run_length(self.method.env.total_steps)
-        steps_per_epoch = self.stream.steps_per_epoch
-        self.eval_every = hp.eval_every or max(1, round(hp.eval_every_epochs * steps_per_epoch))
+        self.total_steps, self.eval_every = 0, 1  # set once prepared or resumed (set_length)
         self.tracker = SelectionTracker()
         self.iid, self.iid_note = iid_valid(self.splits.valid, config.ratio, config.seed)
         if device.type == "cuda":
@@ -360,23 +360,32 @@ class _Training:
                 prepare_time=checkpoint["prepare_time"],
             )
             self.run_dir.truncate_metrics(self.tally.step)
+            self.set_length()
             return
         started = time.perf_counter()
         self.method.train_mode()
         self.method.prepare(self.splits)
         prepare_time = time.perf_counter() - started
         self.tally = _Tally(train_time=prepare_time, prepare_time=prepare_time)
+        self.set_length()
         if prepare_time > 0.5:
             self.save()
+
+    def set_length(self) -> None:
+        """The run's length and evaluation cadence in steps, in epochs of the method's sampler
+        (N samples unless it draws otherwise: JTT's duplicated set is N + lambda_up |E|, known
+        once it has prepared or its checkpoint restored the sampler)."""
+        hp, steps_per_epoch = self.hp, self.stream.steps_per_epoch
+        self.total_steps = self.method.run_length(hp.steps or hp.epochs * steps_per_epoch)
+        self.eval_every = hp.eval_every or max(1, round(hp.eval_every_epochs * steps_per_epoch))
 
     def loop(self, progress: Progress, should_stop: Callable[[int], bool]) -> None:
         """Update until ``total_steps``: evaluate on the cadence, stop (after a checkpoint) when
         ``should_stop`` says so."""
         tally, hp = self.tally, self.hp
         batches = self.stream.batches(start_step=tally.step)
-        nc_split = (
-            _limit(self.splits.train, hp.nc_limit, self.config.seed + 3) if hp.track_nc else None
-        )
+        nc_seed = stream_seed(self.config.seed, "nc_subset")
+        nc_split = _limit(self.splits.train, hp.nc_limit, nc_seed) if hp.track_nc else None
         self.method.train_mode()
         while tally.step < self.total_steps:
             tick = time.perf_counter()

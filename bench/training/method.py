@@ -25,6 +25,7 @@ from debias_bench.data.contract import Batch, DatasetSpec, Splits
 from debias_bench.errors import ConfigError
 from debias_bench.training.acceleration import full_precision
 from debias_bench.training.optim import OptimizerSettings, make_optimizer, make_scheduler
+from debias_bench.training.sampling import UNIFORM, Sampler
 
 
 @dataclass(frozen=True)
@@ -115,6 +116,14 @@ class Method(ABC):
         """Facts of this run a method reports in ``result.json`` (``method_record``; e.g. that
         DFR reused a Vanilla run's model); saved with the checkpoint by the method itself."""
         return {}
+
+    def batch_sampler(self) -> Sampler:
+        """How the engine draws this method's training batches: :data:`UNIFORM` (every sample
+        once per epoch, in a fresh order) unless a method returns another sampler of
+        ``debias_bench.training.sampling`` (group-balanced, weighted). The engine asks once,
+        before :meth:`prepare`; a weighted sampler's weights, set in :meth:`prepare`, are saved
+        with the checkpoint when the sampler is an attribute of the method."""
+        return UNIFORM
 
     @abstractmethod
     def update(self, batch: Batch) -> Mapping[str, torch.Tensor | float]:
