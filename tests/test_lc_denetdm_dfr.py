@@ -28,6 +28,7 @@ from debias_bench.methods.lc import (
 )
 from debias_bench.methods.losses import generalized_ce
 from debias_bench.registry import DATASETS
+from debias_bench.reporting.paper import load_paper
 from debias_bench.runs.store import RunStore
 from debias_bench.training.engine import DataPlace, train_run
 from debias_bench.training.method import TrainEnv
@@ -290,6 +291,26 @@ def test_dfr_yaml_is_vanillas_recipe_on_every_dataset():
                 dfr = make_config("dfr", dataset, ratio, 0, **kw)
                 vanilla = make_config("vanilla", dataset, ratio, 0, **kw)
                 assert erm_config(dfr).run_id == vanilla.run_id, (dataset, protocol, preset)
+
+
+# ----------------------------------------------------------------------------- references
+def test_published_numbers_and_a_combined_reference():
+    """LC's and DeNetDM's cells as printed (std None where the paper prints none); ``A+B`` adds
+    B's cells where A has none and names B's sources; the default reference is unchanged."""
+    own = load_paper("lc_denetdm")
+    assert own.accuracy[("cmnist", 1.0, "denetdm")] == (85.22, 0.76)
+    assert own.accuracy[("cmnist", 5.0, "lc")] == (91.15, None)
+    assert own.accuracy[("cifar10c", 0.5, "lc")] == (34.56, 0.69)
+    assert (
+        own.short_source().startswith("lc: Liu et al.")
+        and "denetdm: Sreelatha" in own.short_source()
+    )
+    default = load_paper()
+    both = load_paper("etf_debias_cvpr2024+lc_denetdm")
+    assert ("cmnist", 1.0, "lc") not in default.accuracy and default.sources == {}
+    assert {k: v for k, v in both.accuracy.items() if k in default.accuracy} == default.accuracy
+    assert both.accuracy[("bar", 5.0, "denetdm")] == (79.61, 3.18)
+    assert both.short_source().startswith(default.short_source() + "; lc: Liu et al.")
 
 
 # ----------------------------------------------------------------------------- real data

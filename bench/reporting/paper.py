@@ -125,4 +125,6 @@ def load_paper(name: str = DEFAULT_PAPER) -> PaperNumbers:
         for method in added:
             paper.sources[method] = extra.sources.get(method, extra.source)
         paper.notes += extra.notes
+        if added and extra.statistic:
+            paper.statistic += f"; {', '.join(sorted(added))}: {extra.statistic}"
     return paper
