@@ -120,7 +120,7 @@ class HParam:
 def in_range(number: float, low: float | None, high: float | None, low_open: bool = False) -> bool:
     """Whether ``number`` is finite and within the bounds (``low_open``: strictly above
     ``low``): the one range rule of hyperparameters and of the CLI's numeric flags
-    (``debias_bench.commands.common.number``)."""
+    (``debias_bench.config.flags.number``)."""
     if not math.isfinite(number):
         return False
     if low is not None and (number <= low if low_open else number < low):
