@@ -194,6 +194,21 @@ class DeNetDM(Method):
     Params = DeNetDMParams
     hp: DeNetDMParams
 
+    #: the image datasets' branches (a ResNet-18 deep branch, a shallow CNN) downsample to
+    #: nothing below this side and give features the other branch's head cannot take
+    MIN_SIDE = 32
+
+    @classmethod
+    def skip(cls, spec: DatasetSpec, hp: Mapping[str, Any]) -> str | None:
+        side = int(hp.get("image_size") or spec.image_size[0])
+        if hp.get("backbone") != "mlp" and side < cls.MIN_SIDE:
+            return (
+                f"its image branches need images of at least {cls.MIN_SIDE} px (this run reads "
+                f"{side} px, e.g. the ci preset); measured: a 16-px Corrupted CIFAR-10 or BAR "
+                "run fails in the shallow branch's convolutions"
+            )
+        return None
+
     def __init__(
         self, spec: DatasetSpec, hp: EngineParams | Mapping[str, Any], env: TrainEnv
     ) -> None:
