@@ -11,7 +11,8 @@
 # Stages, in the order given:
 # - e2e: `bench reproduce run --device cuda`. It trains Vanilla and ETF-Debias on Colored MNIST
 #   at paper length, 1 %, seed 0, side by side on one GPU, and ends in the export. Needs MNIST
-#   under RAW.
+#   under RAW. E2E_METHODS, E2E_RATIOS, E2E_SEEDS and JOBS_PER_GPU change what it trains and how
+#   many runs share the GPU (issue 41's reproduction: lc,denetdm at 1,5 and 0,1,2, 12 jobs).
 # - perf: `bench perf --device cuda --project` over the paper's methods. The datasets are
 #   PERF_DATASETS (default: every dataset) and the extra flags PERF_ARGS.
 # - amp: the bf16 accuracy check that `amp` waits for (README, "GPU"). Vanilla and ETF-Debias
@@ -53,8 +54,9 @@ for what in "$@"; do
     e2e)
       # shellcheck disable=SC2086  # RUN_ARGS is a list of flags
       stage e2e "${E2E_S:-180}" bench reproduce run --out "$work/runs" --device "$device" \
-        --datasets cmnist --ratios 1 --seeds 0 --methods vanilla,etf_debias \
-        --launcher local --jobs-per-gpu 2 --results "$work/repro" ${RUN_ARGS:-} ;;
+        --datasets cmnist --ratios "${E2E_RATIOS:-1}" --seeds "${E2E_SEEDS:-0}" \
+        --methods "${E2E_METHODS:-vanilla,etf_debias}" --launcher local \
+        --jobs-per-gpu "${JOBS_PER_GPU:-2}" --results "$work/repro" ${RUN_ARGS:-} ;;
     perf)
       # shellcheck disable=SC2086  # PERF_ARGS is a list of flags
       stage perf "${PERF_S:-600}" bench perf --device "$device" --methods "$paper_methods" \
@@ -72,6 +74,8 @@ for what in "$@"; do
     *) echo "unknown stage $what (valid: e2e, perf, amp)" >&2; exit 2 ;;
   esac
 done
-(cd "$work" && tar -czf "$out/results.tgz" --ignore-failed-read repro perf.json amp-*.md \
-  runs/*/result.json runs/*/config.json 2>/dev/null)
+# The whole run store but its checkpoints (a few MB a run), so that `bench reproduce export` can
+# read the runs back on another machine: a result is checked against its metrics.jsonl there.
+(cd "$work" && tar -czf "$out/results.tgz" --ignore-failed-read --exclude='checkpoint.pt*' \
+  repro perf.json amp-*.md runs 2>/dev/null)
 ls -la "$out"

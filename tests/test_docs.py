@@ -226,6 +226,16 @@ def test_the_run_states_and_failure_reasons_listed_are_the_enums():
     assert not missing, f"docs/sweeps.md does not list: {missing}"
 
 
+
+def test_the_rules_table_lists_every_selection_rule_and_only_those():
+    """docs/protocols.md's table of model-selection rules is the code's tuple of rules."""
+    from debias_bench.config.selection import SELECTIONS
+
+    table = text_of(DOCS / "protocols.md").split("| rule | picks the evaluation with |", 1)[1]
+    rows = [line for line in table.split("\n\n", 1)[0].splitlines() if line.startswith("| `")]
+    listed = [row.split("`")[1] for row in rows]
+    assert sorted(listed) == sorted(SELECTIONS), listed
+
 DOTTED = re.compile(r"\bdebias_bench(?:\.[A-Za-z_][A-Za-z0-9_]*)+")
 FILE_PATH = re.compile(r"`((?:bench|methods|datasets|scripts|tests|results)/[\w./-]+\.\w+)`")
 

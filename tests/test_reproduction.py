@@ -427,6 +427,31 @@ def test_cli_export_and_table(store: Path, tmp_path: Path, capsys) -> None:
     assert readme.read_text().startswith("# Reproduction: cmnist against the ETF-Debias paper")
 
 
+def test_lc_and_denetdm_are_compared_with_their_own_papers_under_their_selection(
+    store: Path, tmp_path: Path, capsys
+) -> None:
+    """LC's runs leave the ETF-Debias paper's table (it has no LC numbers) for a section of
+    their own: compared with Liu et al.'s 82.25 at 1 % under ``best_test`` (the selection whose
+    number their code reports), with the paper named, beside DeNetDM's published cells."""
+    for seed, acc in enumerate([78.0, 80.0, 82.0]):
+        write_run(store, "lc", 1.0, seed, acc)  # best_test = acc + 2
+    csv, readme = tmp_path / "cmnist.csv", tmp_path / "README.md"
+    assert (
+        main(["reproduce", "export", "--out", str(store), "--dataset", "cmnist", "-o", str(csv)])
+        == 0
+    )
+    args = ["reproduce", "table", str(csv), "--explanations", str(tmp_path / "none.yaml")]
+    assert main([*args, "--readme", str(readme), "--numbered"]) == 0
+    out = capsys.readouterr().out
+    main_table, section = out.split("## DeNetDM, LC against their own papers")
+    assert "| LC |" not in main_table and "| Vanilla | 1 | 55.00 ± 1.00 |" in main_table
+    assert "selection `best_test`" in section and "Liu et al., Avoiding Spurious" in section
+    assert "| LC | 1 | 82.00 ± 2.00 | 3 | 82.25 | -0.25 |  |  |" in section
+    assert "| LC | 0.5 | not run | 0 | 71.25 |" in section
+    assert "| DeNetDM | 1 | not run | 0 | 85.22 ± 0.76 |" in section
+    assert "## DeNetDM, LC against their own papers" in readme.read_text()
+
+
 def test_git_commit_of_a_copy_without_git_comes_from_its_stamped_commit_file(tmp_path: Path):
     """`git archive` fills bench/COMMIT in (export-subst): a frozen copy still names its commit."""
     assert git_commit(tmp_path) is None  # no checkout, no COMMIT file

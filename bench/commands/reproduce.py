@@ -25,13 +25,14 @@ from debias_bench.reporting import ReportOptions
 from debias_bench.reporting.layout import reference_layout
 from debias_bench.reporting.paper import DEFAULT_PAPER
 from debias_bench.reporting.plots import plot_reproduction
-from debias_bench.reproduction.compare import compare_frame, load_explanations, variants
+from debias_bench.reproduction.compare import load_explanations, sections, variants
 from debias_bench.reproduction.export import export_frame, merge_frames, read_csv, write_csv
 from debias_bench.reproduction.render import (
     VARIANTS_HEADING,
     caption,
     reason_notes,
     render_readme,
+    render_section,
     render_table,
     render_variants,
     tail_note,
@@ -100,7 +101,8 @@ def comparison(
     frame = read_csv(csv)
     explanations = load_explanations(explanations_file)
     selection, protocol, preset = rows
-    cells = compare_frame(frame, dataset, selection, protocol, preset, explanations=explanations)
+    main, *more = sections(frame, dataset, selection, protocol, preset, explanations)
+    cells = main.cells
     title = caption(frame, dataset, selection, protocol, preset)
     text = f"{title}\n\n{render_table(cells, numbered=numbered)}"
     if dips := tail_note(cells):
@@ -110,13 +112,23 @@ def comparison(
     found = variants(frame, dataset, selection, protocol, preset)
     if found:
         text += f"\n\n{VARIANTS_HEADING}:\n\n{render_variants(found)}"
+    for section in more:
+        text += f"\n\n{render_section(frame, dataset, section, protocol, preset)}"
     if plot:
         heading = f"{title.split(';')[0]}: ours (mean ± std over seeds) and the paper"
         print(f"wrote {plot_reproduction(cells, heading, plot)}", file=sys.stderr)
     if readme:
         readme.write_text(
             render_readme(
-                frame, cells, dataset, selection, protocol, preset, explanations, str(csv)
+                frame,
+                cells,
+                dataset,
+                selection,
+                protocol,
+                preset,
+                explanations,
+                str(csv),
+                more=more,
             )
         )
         print(f"wrote {readme}", file=sys.stderr)

@@ -43,6 +43,12 @@ class PaperNumbers:
     notes: list[str] = field(default_factory=list)
     #: method -> the paper its numbers come from, where it is not ``source``
     sources: dict[str, str] = field(default_factory=dict)
+    #: our selection rule whose number is the one comparable with the paper's
+    selection: str = "last"
+
+    def methods(self, dataset: str | None = None) -> set[str]:
+        """The methods with a number in the paper (on ``dataset``, if given)."""
+        return {m for d, _, m in self.accuracy if dataset is None or d == dataset}
 
     def short_source(self) -> str:
         """The paper, and each other paper that some of the methods' numbers come from."""
@@ -82,6 +88,7 @@ def parse_paper(data: dict[str, Any]) -> PaperNumbers:
         statistic=data.get("statistic", ""),
         notes=list(data.get("notes", [])),
         sources={str(m): str(s) for m, s in (data.get("sources") or {}).items()},
+        selection=str(data.get("selection", "last")),
     )
     for dataset, ratios in data.get("accuracy", {}).items():
         for ratio, methods in ratios.items():

@@ -17,6 +17,7 @@ explanations YAML (``results/reproduction/explanations.yaml``)::
 from __future__ import annotations
 
 import math
+from collections.abc import Collection
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -144,14 +145,16 @@ def compare_frame(
     preset: str = "paper",
     paper: PaperNumbers | None = None,
     explanations: dict[str, Any] | None = None,
+    skip: Collection[str] = (),
 ) -> list[Comparison]:
-    """Every (method, ratio) the paper reports for ``dataset`` or we ran, in the paper's
-    method order then ratio; ours from the rows of ``selection``, ``protocol``, ``preset``."""
+    """Every (method, ratio) the paper reports for ``dataset`` or we ran, but the methods in
+    ``skip``, in the paper's method order then ratio; ours from the rows of ``selection``,
+    ``protocol``, ``preset``."""
     paper = paper or load_paper()
     explanations = explanations or {}
     rows = chosen_rows(frame, dataset, selection, protocol, preset)
-    rows = rows[rows["overrides"] == ""]  # the recipe's runs: variants are not compared
-    keys = {(m, r) for d, r, m in paper.accuracy if d == dataset}
+    rows = rows[(rows["overrides"] == "") & ~rows["method"].isin(list(skip))]  # variants: apart
+    keys = {(m, r) for d, r, m in paper.accuracy if d == dataset and m not in skip}
     keys |= {(m, float(r)) for m, r in zip(rows["method"], rows["ratio"], strict=True)}
     order = method_order([m for m, _ in keys])
     out = []
@@ -168,4 +171,46 @@ def compare_frame(
             reason = explanation(explanations, dataset, method, ratio) or UNEXPLAINED
             cell = replace(cell, reason=reason)
         out.append(cell)
+    return out
+
+
+#: references whose methods are compared with their own papers, each in a section of its own
+#: beside the ETF-Debias paper's table (with the selection its numbers are comparable with)
+OWN_PAPERS = ("lc_denetdm",)
+
+
+@dataclass(frozen=True)
+class Section:
+    """The runs of one paper's methods against that paper."""
+
+    paper: PaperNumbers
+    selection: str
+    cells: list[Comparison]
+
+
+def sections(
+    frame: pd.DataFrame,
+    dataset: str,
+    selection: str = "last",
+    protocol: str = "official",
+    preset: str = "paper",
+    explanations: dict[str, Any] | None = None,
+) -> list[Section]:
+    """The ETF-Debias paper's comparison (under ``selection``, without the methods another
+    paper of :data:`OWN_PAPERS` reports), then one section per such paper whose methods ran
+    on ``dataset``, under that paper's selection."""
+    main = load_paper()
+    others = [load_paper(name) for name in OWN_PAPERS]
+    theirs = set().union(*(paper.methods() for paper in others)) - main.methods()
+    cells = compare_frame(frame, dataset, selection, protocol, preset, main, explanations, theirs)
+    out = [Section(main, selection, cells)]
+    ran = set(frame.loc[frame["dataset"] == dataset, "method"])
+    for paper in others:
+        if not ran & paper.methods(dataset):
+            continue
+        skip = set(ran | main.methods()) - paper.methods()
+        cells = compare_frame(
+            frame, dataset, paper.selection, protocol, preset, paper, explanations, skip
+        )
+        out.append(Section(paper, paper.selection, cells))
     return out

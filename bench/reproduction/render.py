@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -10,7 +11,7 @@ import pandas as pd
 from debias_bench.reporting.layout import method_name
 from debias_bench.reporting.stats import STATISTIC
 
-from .compare import MIN_GAP, Comparison, Variant, variants
+from .compare import MIN_GAP, Comparison, Section, Variant, variants
 from .export import TAIL, TAIL_COLUMN
 
 VARIANTS_HEADING = "Runs off the recipe (evidence for the reasons; not compared with the paper)"
@@ -70,12 +71,19 @@ def render_table(cells: list[Comparison], numbered: bool = False) -> str:
     return "\n".join(lines)
 
 
-def caption(frame: pd.DataFrame, dataset: str, selection: str, protocol: str, preset: str) -> str:
+def caption(
+    frame: pd.DataFrame,
+    dataset: str,
+    selection: str,
+    protocol: str,
+    preset: str,
+    paper_statistic: str = "as printed (three trials)",
+) -> str:
     devices = ", ".join(sorted({str(d) for d in frame["device"].dropna()})) or "–"
     versions = ", ".join(sorted({str(v) for v in frame["code_version"].dropna()})) or "–"
     return (
         f"{dataset}, selection `{selection}`, protocol `{protocol}`, preset `{preset}`; ours: "
-        f"{STATISTIC}; paper: as printed (three trials). Flag ⚑: |ours − paper| > "
+        f"{STATISTIC}; paper: {paper_statistic}. Flag ⚑: |ours − paper| > "
         f"max({MIN_GAP:g} points, sqrt(std_ours² + std_paper²)). Device: {devices}; "
         f"code version: {versions}."
     )
@@ -92,11 +100,13 @@ def render_readme(
     csv_name: str,
     expected_seeds: int = 3,
     now: datetime | None = None,
+    more: Sequence[Section] = (),
 ) -> str:
-    """results/reproduction/README.md: the table, the incomplete cells and the notes."""
+    """results/reproduction/README.md: the table, the incomplete cells and the notes; ``more``:
+    the sections of methods compared with their own papers, after the main table."""
     now = now or datetime.now(UTC)
     short: dict[tuple[str, int], list[str]] = {}
-    for c in cells:
+    for c in [*cells, *(c for section in more for c in section.cells)]:
         if c.n < expected_seeds and c.paper_mean is not None:
             short.setdefault((c.method, c.n), []).append(f"{c.ratio:g}")
     incomplete = [
@@ -126,6 +136,8 @@ def render_readme(
     found = variants(frame, dataset, selection, protocol, preset)
     if found:
         parts += ["", f"{VARIANTS_HEADING}:", "", render_variants(found)]
+    for section in more:
+        parts += ["", render_section(frame, dataset, section, protocol, preset)]
     if incomplete:
         parts += ["", "Cells without all seeds (running, failed or not run yet):", ""]
         parts += [f"- {line}" for line in incomplete]
@@ -148,3 +160,32 @@ def render_variants(found: list[Variant]) -> str:
             f"{_stat(v.mean, v.std)} | {v.n} |"
         )
     return "\n".join(lines)
+
+
+def render_section(
+    frame: pd.DataFrame, dataset: str, section: Section, protocol: str, preset: str
+) -> str:
+    """The runs of some methods against their own paper: a heading naming the methods and the
+    paper, the caption (that paper's selection and statistic), the table and its reasons."""
+    paper, cells = section.paper, section.cells
+    names = ", ".join(dict.fromkeys(method_name(c.method) for c in cells))
+    sources = sorted({paper.sources.get(c.method, paper.source) for c in cells})
+    theirs = frame[frame["method"].isin([c.method for c in cells])]
+    text = [
+        f"## {names} against their own papers",
+        "",
+        "Papers: " + "; ".join(sources) + ".",
+        "",
+        caption(theirs, dataset, section.selection, protocol, preset, paper.statistic),
+        "",
+        render_table(cells, numbered=True),
+        "",
+        f"{sum(c.flagged for c in cells)} of {sum(c.diff is not None for c in cells)} "
+        "compared cells flagged.",
+    ]
+    if dips := tail_note(cells):
+        text += ["", dips]
+    if reasons := reason_notes(cells):
+        text += ["", "Reasons for the flagged cells:", ""]
+        text += [f"{k}. {note}" for k, note in enumerate(reasons, 1)]
+    return "\n".join(text)
