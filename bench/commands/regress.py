@@ -1,13 +1,15 @@
 """`bench regress record | check`: catch a method getting worse on a small fixed sweep.
 
-    bench run --preset ci --protocol clean --methods all --datasets cmnist --out RUNS
-    bench regress record --out RUNS -o baseline.json      # once, and after a deliberate change
-    bench regress check  --out RUNS --baseline baseline.json [--tolerance 1.0]
+    bench run --preset ci --methods all --datasets cmnist --seeds 0,1,2,3,4 --out BASE
+    bench regress record --out BASE -o baseline.json   # once, and after a deliberate change
+    bench run --preset ci --methods all --datasets cmnist --seeds 0 --out RUNS
+    bench regress check  --out RUNS --baseline baseline.json [--tolerance 1.0] [--noise-z 3]
 
-``check`` exits 1 when a tracked metric of a baseline cell dropped by more than the tolerance
-(points of accuracy) or a cell is missing, and prints the differences; it exits 2 (one error
-line) for a baseline it cannot trust: malformed, without a count or a metric, or recorded under
-another preset or protocol than the sweep's runs.
+``check`` exits 1 when a tracked metric of a baseline cell dropped below the mean of the
+baseline's seeds by more than its allowance (the seeds' spread and the test-set noise, see
+:mod:`debias_bench.analysis.regression`) or a cell is missing, and prints the differences; it
+exits 2 (one error line) for a baseline it cannot trust: malformed, without a count or a
+metric, or recorded under another preset or protocol than the sweep's runs.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from debias_bench.analysis.regression import (
     DEFAULT_NOISE_Z,
     DEFAULT_TOLERANCE,
     Comparison,
+    Difference,
     compare,
     load_baseline,
     record,
@@ -31,6 +34,10 @@ from debias_bench.analysis.regression import (
 from debias_bench.config.flags import number
 
 from .common import command_with_verbs, fmt
+
+
+def _spread(d: Difference) -> str:
+    return "" if d.spread is None else f"{d.spread:.2f}"
 
 
 def render(comparison: Comparison, show_all: bool = False) -> str:
@@ -46,20 +53,25 @@ def render(comparison: Comparison, show_all: bool = False) -> str:
             d.cell,
             d.metric,
             fmt(d.baseline),
+            _spread(d),
             fmt(d.current),
             "" if d.diff is None else f"{d.diff:+.2f}",
+            "" if d.allowed is None else f"{d.allowed:.2f}",
         ]
         for d in rows
     ]
-    headers = ["status", "cell", "metric", "baseline", "now", "diff"]
+    headers = ["status", "cell", "metric", "baseline", "sd", "now", "diff", "allowed"]
     lines = [tabulate(table, headers, tablefmt="github", disable_numparse=True)] if table else []
     cells = {d.cell for d in comparison.differences if d.status != "new"}
     counts = ", ".join(
         f"{comparison.count(s)} {s}" for s in ("regressed", "missing", "improved", "changed", "new")
     )
+    low, high = comparison.seeds or (0, 0)
+    seeds = f"{low}" if low == high else f"{low}-{high}"
     lines.append(
-        f"{len(cells)} baseline cells, tolerance {comparison.tolerance:g} points or "
-        f"{comparison.noise_z:g} standard errors of each metric's sampling noise: {counts}"
+        f"{len(cells)} baseline cells of {seeds} seed(s), tolerance {comparison.tolerance:g} "
+        f"points or {comparison.noise_z:g} standard deviations of each metric's spread over "
+        f"the seeds and test images: {counts}"
     )
     lines += [f"note: {note}" for note in comparison.notes]
     if comparison.count("improved"):
@@ -70,7 +82,12 @@ def render(comparison: Comparison, show_all: bool = False) -> str:
 def cmd_record(args: argparse.Namespace) -> int:
     baseline = record(Path(args.out), allow_unfinished=args.allow_unfinished)
     save_baseline(baseline, Path(args.output))
-    print(f"wrote {args.output}: {len(baseline['cells'])} cells from {args.out}", file=sys.stderr)
+    seeds = sorted({len(cell["seeds"]) for cell in baseline["cells"].values()})
+    print(
+        f"wrote {args.output}: {len(baseline['cells'])} cells of "
+        f"{'-'.join(map(str, seeds))} seed(s) from {args.out}",
+        file=sys.stderr,
+    )
     return 0
 
 
@@ -111,14 +128,14 @@ def add(sub: argparse._SubParsersAction) -> None:
         "--tolerance",
         type=number("float", 0, 100),
         default=DEFAULT_TOLERANCE,
-        help="allowed drop in accuracy points (default %(default)s; raise it on GPUs)",
+        help="allowed drop in accuracy points, at least (default %(default)s)",
     )
     check.add_argument(
         "--noise-z",
         type=number("float", 0, 100),
         default=DEFAULT_NOISE_Z,
-        help="or this many standard errors of the metric's sampling noise, if larger "
-        "(default %(default)s; 0: the tolerance only)",
+        help="or this many standard deviations of the metric's spread over the baseline's "
+        "seeds and its test images, if larger (default %(default)s; 0: the tolerance only)",
     )
     check.add_argument("--all", action="store_true", help="list unchanged metrics too")
     check.set_defaults(func=cmd_check)
