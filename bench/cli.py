@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import NoReturn
 
 from debias_bench.commands import COMMANDS
@@ -31,15 +31,26 @@ class Parser(argparse.ArgumentParser):
         raise UsageError(f"{self.prog}: {message}", hint=f"`{self.prog} --help` lists the options")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The whole command line; every ``choices=`` and help text that lists registered names
-    (methods, datasets, launchers, trackers, presets, ...) reads its registry now, so call it
-    after :func:`import_plugins`."""
+def build_parser(commands: Collection[str] | None = None) -> argparse.ArgumentParser:
+    """The command line with ``commands`` (default: all) in full; every ``choices=`` and help
+    text that lists registered names (methods, datasets, launchers, trackers, presets, ...)
+    reads its registry now, so call it after :func:`import_plugins`. The other commands are
+    only named, with their help line: their modules are not imported (:data:`COMMANDS`)."""
     parser = Parser(prog="bench", description="Benchmark harness for debiasing methods.")
     sub = parser.add_subparsers(dest="command", required=True)  # subparsers are Parsers too
     for command in COMMANDS:
-        command.add(sub)
+        if commands is None or command.name in commands:
+            command.load().add(sub)
+        else:
+            sub.add_parser(command.name, help=command.help, add_help=False)
     return parser
+
+
+def asked(argv: Sequence[str]) -> list[str]:
+    """The command the command line runs (its first word, when that names one), else none:
+    the only one whose module :func:`main` imports."""
+    names = {command.name for command in COMMANDS}
+    return [argv[0]] if argv and argv[0] in names else []
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -47,7 +58,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         # BENCH_PLUGINS first: their methods, datasets, launchers (with their flags), ... are
         # valid choices and appear in --help; a broken plugin is an error, also for --help
         import_plugins()
-        args = build_parser().parse_args(argv)
+        argv = sys.argv[1:] if argv is None else list(argv)
+        args = build_parser(asked(argv)).parse_args(argv)
         check_folder_flags(args)  # --out "": not the working directory
         return int(args.func(args))
     except BenchError as exc:

@@ -1,26 +1,31 @@
-"""`bench list`: what is registered (built-in and from ``BENCH_PLUGINS``), with its metadata."""
+"""`bench list`: what is registered (built-in and from ``BENCH_PLUGINS``), with its metadata.
+
+Each list imports only the registry it shows (:func:`_provided`), when it runs: the launchers,
+tables and trackers bring torch, pandas and the run store with them, and ``bench list
+selections`` (or ``bench list --help``) needs none of that."""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 from collections.abc import Callable
 from typing import Any
 
 from tabulate import tabulate
 
-from debias_bench.config.run_config import PRESETS
 from debias_bench.config.selection import (
     LOWER_IS_BETTER,
     REQUIRED_SELECTIONS,
     SELECTED_BY,
     SELECTIONS,
 )
-from debias_bench.data.facts import preset_data_options, preset_hparams
-from debias_bench.launchers.factories import LAUNCHERS
 from debias_bench.plugins.loading import origin
 from debias_bench.registry import DATASETS, METHODS
-from debias_bench.reporting import TABLES
-from debias_bench.tracking import TRACKERS
+
+
+def _provided(module: str, name: str) -> Any:
+    """``name`` of ``module``, imported now (the module registers what it provides)."""
+    return getattr(importlib.import_module(module), name)
 
 
 def _table(rows: list[list[object]], headers: list[str]) -> str:
@@ -65,8 +70,11 @@ def list_datasets() -> str:
 def list_presets() -> str:
     """Each preset's engine-wide values, then what each dataset adds to it (declared on its
     family or taken from its recipe: ``debias_bench.data.facts``)."""
+    presets = _provided("debias_bench.config.run_config", "PRESETS")
+    preset_hparams = _provided("debias_bench.data.facts", "preset_hparams")
+    preset_data_options = _provided("debias_bench.data.facts", "preset_data_options")
     lines = []
-    for name, values in PRESETS.items():
+    for name, values in presets.items():
         lines.append(f"{name:8s} {values or '(method defaults: the official configurations)'}")
         for dataset in DATASETS.names():
             added: dict[str, Any] = {}
@@ -80,9 +88,9 @@ def list_presets() -> str:
 
 
 def list_trackers() -> str:
-
+    trackers = _provided("debias_bench.tracking", "TRACKERS")
     rows: list[list[object]] = [
-        [e.name, e.display_name, f'pip install -e ".[{e.obj.extra}]"'] for e in TRACKERS
+        [e.name, e.display_name, f'pip install -e ".[{e.obj.extra}]"'] for e in trackers
     ]
     return _table(rows, ["name", "--track", "install"])
 
@@ -95,7 +103,7 @@ def launcher_flags(add_arguments: Callable[[argparse._ArgumentGroup], None]) -> 
 
 
 def list_launchers() -> str:
-
+    launchers = _provided("debias_bench.launchers.factories", "LAUNCHERS")
     rows: list[list[object]] = [
         [
             e.name,
@@ -103,13 +111,12 @@ def list_launchers() -> str:
             " ".join(launcher_flags(e.obj.add_arguments)),
             origin(e.obj.__module__),
         ]
-        for e in LAUNCHERS
+        for e in launchers
     ]
     return _table(rows, ["--launcher", "runs execute", "its flags", "from"])
 
 
 def list_selections() -> str:
-
     rows: list[list[object]] = []
     for name in SELECTIONS:
         split, metric = SELECTED_BY.get(name, ("", ""))
@@ -120,7 +127,7 @@ def list_selections() -> str:
 
 
 def list_tables() -> str:
-
+    tables = _provided("debias_bench.reporting", "TABLES")
     rows: list[list[object]] = [
         [
             e.name,
@@ -128,7 +135,7 @@ def list_tables() -> str:
             "yes" if e.meta.get("in_all") else "",
             origin(e.obj.__module__),
         ]
-        for e in TABLES
+        for e in tables
     ]
     return _table(rows, ["--table", "what it shows", "in --table all", "from"])
 

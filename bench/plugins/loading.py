@@ -23,10 +23,13 @@ import re
 import sys
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from debias_bench.config.run_config import RunConfig
 from debias_bench.errors import ConfigError
 from debias_bench.registry import DATASETS, METHODS
+
+if TYPE_CHECKING:  # a plugin list is read by every command, `bench --help` too: no torch
+    from debias_bench.config.run_config import RunConfig
 
 PLUGINS_ENV = "BENCH_PLUGINS"
 #: a plugin given by name: a dotted module name (anything else with a ``/`` is a path)
