@@ -42,6 +42,12 @@ class Registry(Generic[T]):
         self._entries: dict[str, Entry[T]] = {}
         self._first: tuple[str, ...] = ()
         self._loaded = plugins is None
+        self._checks: list[Callable[[str, T], None]] = []
+
+    def add_check(self, check: Callable[[str, T], None]) -> None:
+        """Run ``check(name, obj)`` before each later registration; it raises to refuse one
+        (the stage that knows what a registered object must declare adds it)."""
+        self._checks.append(check)
 
     def register(
         self, name: str, *, display_name: str, citation: str = "", **meta: Any
@@ -59,6 +65,8 @@ class Registry(Generic[T]):
                     f"{self.kind} {name!r} is already registered "
                     f"(by {self._entries[name].obj!r}); pick another name"
                 )
+            for check in self._checks:
+                check(name, obj)
             self._entries[name] = Entry(name, obj, display_name, citation, dict(meta))
             return obj
 
@@ -79,6 +87,10 @@ class Registry(Generic[T]):
             return self._entries[name]
         except KeyError:
             raise UnknownNameError(*self._unknown(name)) from None
+
+    def registered_as(self, obj: object) -> str | None:
+        """The first name ``obj`` is registered under so far (imports nothing), or None."""
+        return next((e.name for e in self._entries.values() if e.obj is obj), None)
 
     def get(self, name: str) -> T:
         return self.entry(name).obj

@@ -16,6 +16,7 @@ import pytest
 
 from debias_bench.analysis.tuning import valid_split_note
 from debias_bench.cli import main
+from debias_bench.config.grid import Grid, expand
 from debias_bench.config.run_config import make_config, preset_data_options
 from debias_bench.data.facts import (
     class_preset,
@@ -25,6 +26,7 @@ from debias_bench.data.facts import (
 )
 from debias_bench.data.family import PresetValues
 from debias_bench.datasets.cmnist import ColoredMNIST
+from debias_bench.errors import ConfigError
 from debias_bench.launchers import plugins
 from debias_bench.perf.projection import run_steps
 from debias_bench.registry import DATASETS
@@ -218,3 +220,98 @@ def test_off_recipe_data_options_compare_with_the_preset_then_the_defaults() -> 
     # under the paper preset, the ci preset's limit is itself off the recipe
     assert off_recipe_data_options("paper", "cifar10c", recipe) == {"limit": 100, "valid_size": 200}
     assert off_recipe_data_options("paper", "cmnist", {"data_seed": 0, "severity": 4}) == {}
+
+
+def test_a_preset_that_reads_the_images_at_another_size_says_so(plugin, capsys):
+    """Issue 39.11: the ci preset read a 64x32 set at 16x16 without a word, and `bench list
+    datasets` called it 64px."""
+    wide = OWN_FAMILY.replace("(28, 28)", "(64, 32)").replace('"mlp"', '"resnet20"')
+    plugin("wide_ds", wide.replace("{name}", "wide_ds").replace("{recipe}", "cifar10c"))
+    assert main(["list", "datasets"]) == 0
+    rows = capsys.readouterr().out.splitlines()
+    assert "| 64x32 " in next(row for row in rows if row.startswith("| wide_ds "))
+    assert "| 28x28 " in next(row for row in rows if row.startswith("| cmnist "))
+    said = "wide_ds: images read at 16x16, not the dataset's own 64x32 (height x width)"
+    _, notes = expand(Grid(["vanilla", "lff"], ["wide_ds"], [1.0], [0, 1], preset="ci"))
+    assert [note for note in notes if said in note] == [
+        f"{said}: image_size=16 from preset ci (dataset cifar10c, recipe of wide_ds); "
+        "`--set image_size=null` keeps the dataset's size"
+    ]
+    assert main(["config", "vanilla", "wide_ds", "--preset", "ci"]) == 0
+    assert f"# {said}" in capsys.readouterr().out
+    _, notes = expand(Grid(["vanilla"], ["wide_ds"], [1.0], [0], preset="paper"))
+    assert not [note for note in notes if "images read at" in note]
+
+
+#: Issue 39.12: a set of its own that reuses Corrupted CIFAR-10's builder by subclassing it
+C10_SUBCLASS = """
+import dataclasses
+
+from debias_bench.datasets.cifar10c import CorruptedCIFAR10
+from debias_bench.registry import register_dataset
+
+
+@register_dataset("{name}", display_name="Few corruptions", kind="synthetic")
+class Few(CorruptedCIFAR10):
+    spec = dataclasses.replace(CorruptedCIFAR10.spec, name="{name}", ratios=(1.0,))
+{body}
+"""
+
+
+def _c10(name: str, body: str = "") -> str:
+    return C10_SUBCLASS.replace("{name}", name).replace("{body}", textwrap.indent(body, "    "))
+
+
+def test_a_subclass_of_a_registered_dataset_must_declare_its_own_data_facts(plugin):
+    with pytest.raises(ConfigError) as refused:
+        plugin("few_c10", _c10("few_c10"))
+    message = str(refused.value)
+    assert (
+        "dataset 'few_c10' (Few) inherits train_sizes (and valid_split) from the registered "
+        "dataset 'cifar10c' (CorruptedCIFAR10): a fact about that dataset's data" in message
+    )
+    assert "hint: declare it on Few: train_sizes = {ratio: training images, ...}" in message
+    assert "valid_split = " in message
+    assert "few_c10" not in DATASETS
+    # declared, it registers, and its own sizes are the ones used
+    plugin(
+        "few_c10b",
+        _c10("few_c10b", 'train_sizes = {1.0: 10_100}\nvalid_split = "1,000 held out"'),
+    )
+    assert train_size("few_c10b", 1.0) == 10_100
+    assert valid_split("few_c10b") == "1,000 held out"
+    assert train_size("cifar10c", 1.0) == 45_000
+
+
+def test_a_subclass_of_a_registered_dataset_must_declare_its_spec(plugin):
+    source = _c10("few_c10c", 'train_sizes = {}\nvalid_split = ""').replace(
+        '    spec = dataclasses.replace(CorruptedCIFAR10.spec, name="few_c10c", ratios=(1.0,))\n',
+        "",
+    )
+    with pytest.raises(ConfigError, match=r"inherits spec from the registered dataset 'cifar"):
+        plugin("few_c10c", source)
+
+
+def test_bench_data_fixture_names_how_a_plugin_adds_a_generator(plugin, tmp_path, capsys):
+    """Issue 39.14: a plugin dataset without a fixture generator was one bare line."""
+    no_recipe = OWN_FAMILY.replace(', recipe="{recipe}"', "")
+    plugin("no_fixture_ds", no_recipe.replace("{name}", "no_fixture_ds"))
+    argv = ["data", "fixture", "no_fixture_ds", "--data-root", str(tmp_path / "data")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: no_fixture_ds has no fixture generator\n")
+    assert "hint: define write_fixture(self, per_class=None) on Own (" in err
+    assert "docs/extending/dataset.md" in err and "Traceback" not in err
+    with_one = (
+        no_recipe
+        + """
+    def write_fixture(self, per_class=None):
+        (self.raw_root / "tiny.txt").parent.mkdir(parents=True, exist_ok=True)
+        (self.raw_root / "tiny.txt").write_text(str(per_class or 2))
+        return {"data_seed": 0}
+"""
+    )
+    plugin("fixture_ds", with_one.replace("{name}", "fixture_ds"))
+    out = tmp_path / "raw"
+    assert main(["data", "fixture", "fixture_ds", "--out", str(out), "--per-class", "3"]) == 0
+    assert (out / "tiny.txt").read_text() == "3"

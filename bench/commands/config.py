@@ -7,6 +7,7 @@ import argparse
 import json
 
 from debias_bench.analysis.tuning import search_space, search_specs
+from debias_bench.config.grid import resize_note
 from debias_bench.config.hparams import SPEED_KEYS
 from debias_bench.config.run_config import (
     PRESETS,
@@ -49,6 +50,9 @@ def cmd_config(args: argparse.Namespace) -> int:
     if options:
         given = ", ".join(f"{key}={value}" for key, value in options.items())
         print(f"# data options of preset {args.preset} (dataset {dataset[0]}): {given}")
+    resized = resize_note(dataset[0], resolved)
+    if resized:
+        print(f"# {resized}")
     rows = [
         (
             key,

@@ -57,13 +57,13 @@ def list_datasets() -> str:
                 s.num_classes,
                 s.num_biases,
                 ", ".join(f"{r:g}" for r in s.ratios),
-                f"{s.image_size[0]}px",
+                s.size_text,
                 s.backbone,
                 s.test_kind,
                 e.citation,
             ]
         )
-    headers = ["name", "paper name", "classes", "biases", "ratios %", "size", "backbone"]
+    headers = ["name", "paper name", "classes", "biases", "ratios %", "size HxW", "backbone"]
     return _table(rows, [*headers, "test set", "source"])
 
 

@@ -7,11 +7,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from debias_bench.config.run_config import (
+    Resolution,
     RunConfig,
     RunRequest,
     method_yaml,
     preset_data_options,
     recipe_dataset,
+    resolve_layers,
 )
 from debias_bench.data.options import check_data_options, data_options_by_dataset
 from debias_bench.errors import ConfigError
@@ -74,12 +76,32 @@ def expand(grid: Grid) -> tuple[list[RunConfig], list[str]]:
         for ratio in ratios:
             for method in grid.methods:
                 for seed in grid.seeds:
-                    configs.append(grid.request(method, dataset, ratio, seed, options).config())
+                    request = grid.request(method, dataset, ratio, seed, options)
+                    configs.append(request.config())
+                    if configs[-1].hparams.get("image_size") and seed == grid.seeds[0]:
+                        note = resize_note(dataset, resolve_layers(request))
+                        notes += [note] if note and note not in notes else []
     if not configs:
         raise ConfigError("the grid is empty", hint="; ".join(notes) or None)
     notes += [n for d in grid.datasets for m in grid.methods if (n := bare_defaults_note(m, d))]
     unique = {c.run_id: c for c in configs}  # --seeds 0,0 or --ratios 5,5.0: one run each
     return list(unique.values()), notes
+
+
+def resize_note(dataset: str, resolved: Resolution) -> str | None:
+    """A note when the run reads its images at another size than its dataset's own (the
+    ``image_size`` hyperparameter, e.g. of the ``ci`` preset): the two sizes and where the new
+    one comes from. The engine resizes every split to a square, so a 64x32 set loses its
+    shape too; nothing else would say so."""
+    side = resolved.values.get("image_size")
+    spec = DATASETS.get(dataset).spec
+    if not side or (side, side) == tuple(spec.image_size):
+        return None
+    return (
+        f"{dataset}: images read at {side}x{side}, not the dataset's own "
+        f"{spec.size_text} (height x width): image_size={side} from "
+        f"{resolved.sources['image_size']}; `--set image_size=null` keeps the dataset's size"
+    )
 
 
 def bare_defaults_note(method: str, dataset: str) -> str | None:

@@ -36,7 +36,7 @@ class DatasetSpec:
     num_classes: int
     num_biases: int
     ratios: tuple[float, ...]
-    image_size: tuple[int, int]
+    image_size: tuple[int, int]  # (height, width) in pixels, as the splits store the images
     channels: int
     backbone: str
     test_kind: str  # "unbiased" (bias uniform) or "conflicting" (bias-conflicting samples only)
@@ -50,6 +50,11 @@ class DatasetSpec:
     @property
     def input_dim(self) -> int:
         return self.channels * self.image_size[0] * self.image_size[1]
+
+    @property
+    def size_text(self) -> str:
+        """``HxW`` (height by width): ``28x28``, ``64x32``."""
+        return f"{self.image_size[0]}x{self.image_size[1]}"
 
 
 @dataclass

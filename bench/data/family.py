@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from debias_bench.data.contract import DatasetSpec, Splits, range_problems
+from debias_bench.data.declared import refuse_inherited_data_facts
 from debias_bench.data.download import Download
 from debias_bench.data.folder_swap import (
     BUILDING,
@@ -63,6 +64,8 @@ from debias_bench.data.split_store import (
 )
 from debias_bench.errors import BenchError, ConfigError, CorruptDataError, DataNotFoundError
 from debias_bench.registry import DATASETS
+
+DATASETS.add_check(refuse_inherited_data_facts)  # a dataset's own sizes, shape, valid split
 
 
 def fixture_root(data_root: Path) -> Path:
@@ -418,8 +421,15 @@ class DatasetFamily(ABC):
     def write_fixture(self, per_class: int | None = None) -> dict[str, Any]:
         """Write a tiny synthetic stand-in of the raw sources under ``raw_root`` (tests and
         plumbing checks only: results on it mean nothing); returns the data options that build
-        it quickly."""
-        raise BenchError(f"{self.spec.name} has no fixture generator")
+        it quickly. A family provides one by overriding this method (docs/extending/dataset.md,
+        "A fixture")."""
+        home = getattr(sys.modules.get(type(self).__module__), "__file__", type(self).__module__)
+        raise BenchError(
+            f"{self.spec.name} has no fixture generator",
+            hint=f"define write_fixture(self, per_class=None) on {type(self).__qualname__} "
+            f"({home}): write a tiny raw source under self.raw_root and return "
+            "the data options that build it quickly; docs/extending/dataset.md shows one",
+        )
 
     def version(self) -> str:
         """Identity of the prepared data, recorded in every run."""
