@@ -11,13 +11,24 @@ import time
 from collections import Counter
 
 import torch
+from planted import selections
 
 from debias_bench.cli import main
+from debias_bench.commands.status import collect, counts_and_eta
 from debias_bench.config.run_config import make_config
 from debias_bench.launchers.run_one import run_one
-from debias_bench.launchers.scheduler import LiveSummary, summary_line
+from debias_bench.launchers.scheduler import (
+    Ended,
+    Launcher,
+    LiveSummary,
+    Policy,
+    SweepLoop,
+    Task,
+    summary_line,
+)
+from debias_bench.runs.eta import sweep_eta
 from debias_bench.runs.heartbeat import Heartbeat
-from debias_bench.runs.progress import Live, LogLines, Pace, Progress, sweep_eta
+from debias_bench.runs.progress import Live, LogLines, Pace, Progress
 from debias_bench.runs.provenance import config_json
 from debias_bench.runs.states import RunState
 from debias_bench.runs.store import RunStore
@@ -142,3 +153,91 @@ def test_bench_status_shows_a_running_runs_pace_and_the_eta(tmp_path, capsys):
     assert "10/100 (2/s, ETA 4" in out  # 45 s, less the moment since the heartbeat
     assert "1 running (step 10/100, 2 steps/s, ETA 4" in out
     assert "1 pending (of 2); ETA 1m3" in out  # 45 s left + one more run of 5 + 45 s
+
+
+class _Starts(Launcher):
+    """Starts one run at a time and never ends it (the test plays its worker)."""
+
+    def __init__(self) -> None:
+        self.now: list[Task] = []
+
+    def free(self) -> int:
+        return 1 - len(self.now)
+
+    def start(self, tasks: list[Task]) -> None:
+        self.now += tasks
+
+    def poll(self) -> list[Ended]:
+        return []
+
+    def active(self) -> dict[str, str]:
+        return dict.fromkeys((t.run_id for t in self.now), "running")
+
+    def stop(self) -> None:
+        pass
+
+
+def _done(store: RunStore, seed: int, preset: str, seconds: float) -> None:
+    """A done run of ``preset`` whose one start took ``seconds``."""
+    config = make_config("vanilla", "toy", 20, seed, preset=preset)
+    run_dir = store.run(config.run_id)
+    run_dir.plan(config_json(config))
+    run_dir.transition(RunState.RUNNING, attempt=1, started=1000.0, resumed_from=0)
+    result = {"method": "vanilla", "selections": selections(), "train_time_s": 1.0}
+    run_dir.write_result(result)
+    run_dir.transition(RunState.DONE, exit_code=0, ended=1000.0 + seconds, total_steps=100)
+
+
+def test_the_sweep_and_bench_status_show_one_eta_for_one_store(tmp_path):
+    """Issue 39.6: bench status read ETA 2h28m while the sweep said 18m12s. Done runs of
+    another preset (here paper, 1000 s each) took part in status's estimate of a quick run,
+    and the two counted finished runs and parallelism each their own way."""
+    store = RunStore(tmp_path)
+    for seed in (0, 1):
+        _done(store, seed, "paper", 1000.0)
+        _done(store, seed, "quick", 20.0)
+    configs = [make_config("vanilla", "toy", 20, seed, preset="quick") for seed in (10, 11, 12, 13)]
+    stream = io.StringIO()
+    loop = SweepLoop(_Starts(), configs, store, Policy(), {}, LiveSummary(4, stream, 0.0))
+    for config in configs:  # planned (pending), then queued by the sweep
+        store.run(config.run_id).plan(config_json(config))
+        loop.settle(config, loop.decide(config.run_id))
+    loop.fill_free_slots()  # the first one starts
+    running = store.run(configs[0].run_id)
+    with running.claim():  # this process plays its worker
+        pace = {"step": 50, "total_steps": 100, "steps_per_s": 10.0, "eta_s": 5.5}
+        running.transition(RunState.RUNNING, attempt=1, started=time.time() - 5, **pace)
+        running.heartbeat()
+        loop.read_progress()
+        loop.report(force=True)
+        counts, eta = counts_and_eta(collect(store))
+    sweep_line = stream.getvalue().strip().splitlines()[-1]
+    assert eta is not None and abs(eta - (5.5 + 3 * 20)) < 0.5  # the quick runs' 20 s each
+    assert sweep_line.endswith("; ETA 1m05s")
+    assert sweep_line.split("; ETA ")[-1] == summary_line(counts, 8, eta).split("; ETA ")[-1]
+
+
+def test_bench_status_shows_each_runs_preset_and_protocol_and_whole_clauses(tmp_path, capsys):
+    """Issue 39.6: runs of two presets in one store could not be told apart, and a note was
+    cut inside a clause ("...stopped at step 1; rerun to")."""
+    store = RunStore(tmp_path)
+    quick = make_config("vanilla", "toy", 20, 0, preset="quick", protocol="clean")
+    paper = make_config("vanilla", "toy", 20, 0)
+    for config in (quick, paper):
+        store.run(config.run_id).plan(config_json(config))
+    note = "the worker server died (SIGKILL) during the run; stopped at step 1; rerun to resume"
+    store.run(quick.run_id).transition(RunState.RUNNING, attempt=1)
+    store.run(quick.run_id).transition(RunState.INTERRUPTED, note=note)
+    assert main(["status", "--out", str(tmp_path)]) == 0
+    rows = {
+        cells[0]: cells
+        for line in capsys.readouterr().out.splitlines()
+        if (cells := [c.strip() for c in line.strip("|").split("|")])[0]
+        in (quick.run_id, paper.run_id)
+    }
+    assert rows[quick.run_id][1:4] == ["quick", "clean", "interrupted"]
+    assert rows[paper.run_id][1:4] == ["paper", "official", "pending"]
+    assert (
+        rows[quick.run_id][-1]
+        == "the worker server died (SIGKILL) during the run; stopped at step 1 ..."
+    )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import re
 import signal
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -23,6 +24,30 @@ def ints(text: str) -> list[int]:
         return [int(x) for x in text.split(",") if x.strip()]
     except ValueError:
         raise ConfigError(f"bad list of integers {text!r}", hint="e.g. --seeds 0,1,2") from None
+
+
+#: the widest note a table shows (the sweep's summary, ``bench status``): longer ones lose
+#: their last clauses, never part of one (``bench status --out DIR --failed`` has them whole)
+NOTE_WIDTH = 72
+_CLAUSE_END = re.compile(r"(?<=[;:.])\s+")
+
+
+def short_note(note: str, width: int = NOTE_WIDTH) -> str:
+    """The first line of ``note``, shortened to ``width`` at a clause boundary (after ``;``,
+    ``:`` or ``.``); ``...`` marks the clauses left out. A first clause longer than ``width``
+    is shown whole: a note is never cut inside a clause."""
+    line = note.strip().splitlines()[0] if note.strip() else ""
+    if len(line) <= width:
+        return line
+    clauses = _CLAUSE_END.split(line)
+    if len(clauses) == 1:
+        return line
+    kept = clauses[0]
+    for clause in clauses[1:]:
+        if len(f"{kept} {clause} ...") > width:
+            break
+        kept = f"{kept} {clause}"
+    return f"{kept.rstrip(';:')} ..."
 
 
 def fmt(value: float | None) -> str:

@@ -8,7 +8,6 @@ summary.
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 import time
 from collections import Counter
@@ -29,31 +28,8 @@ from debias_bench.registry import DATASETS, METHODS
 from debias_bench.runs.states import SUCCESS, RunState
 from debias_bench.runs.store import RunStore
 
-from .common import data_args, floats, fmt, ints
+from .common import data_args, floats, fmt, ints, short_note
 from .execute import execute, execution_args
-
-#: the widest note the summary table shows: longer ones lose their last clauses, never part
-#: of one (``bench status --out DIR --failed`` has them whole)
-NOTE_WIDTH = 72
-_CLAUSE_END = re.compile(r"(?<=[;:.])\s+")
-
-
-def short_note(note: str, width: int = NOTE_WIDTH) -> str:
-    """The first line of ``note``, shortened to ``width`` at a clause boundary (after ``;``,
-    ``:`` or ``.``); ``...`` marks the clauses left out. A first clause longer than ``width``
-    is shown whole: a note is never cut inside a clause."""
-    line = note.strip().splitlines()[0] if note.strip() else ""
-    if len(line) <= width:
-        return line
-    clauses = _CLAUSE_END.split(line)
-    if len(clauses) == 1:
-        return line
-    kept = clauses[0]
-    for clause in clauses[1:]:
-        if len(f"{kept} {clause} ...") > width:
-            break
-        kept = f"{kept} {clause}"
-    return f"{kept.rstrip(';:')} ..."
 
 
 def _row(o: Outcome) -> list[Any]:

@@ -23,12 +23,13 @@ from debias_bench.errors import CorruptDataError
 from debias_bench.launchers.preflight import check_store
 from debias_bench.launchers.scheduler import summary_line
 from debias_bench.launchers.slurm_queue import queue_label, squeue_states
-from debias_bench.runs.progress import Live, fmt_duration, run_kind, sweep_eta
+from debias_bench.runs.eta import config_kind, run_duration, time_left
+from debias_bench.runs.progress import Live, fmt_duration
 from debias_bench.runs.run_dir import RunDir
 from debias_bench.runs.states import COUNTED_AS, RunState, effective_state, failure_reason
 from debias_bench.runs.store import RunStore
 
-from .common import fmt
+from .common import fmt, short_note
 
 
 def _queue(job_ids: set[str]) -> dict[str, str]:
@@ -80,9 +81,13 @@ def _record(run_dir: RunDir, status: dict, state: RunState) -> dict[str, Any]:
         where = f"{status['host']}:{status.get('pid', '')}"
         if status.get("gpu") not in (None, ""):
             where += f" gpu {status['gpu']}"
+    config = _config(run_dir)
     return {
         "run_id": run_dir.run_id,
-        "kind": _kind(run_dir),
+        "kind": config_kind(config) if config else None,
+        "preset": config.get("preset", ""),
+        "protocol": config.get("protocol", ""),
+        "duration": run_duration(status) if state is RunState.DONE else None,
         "state": state,
         "status": status,
         "attempt": status.get("attempt", 0),
@@ -98,13 +103,13 @@ def _record(run_dir: RunDir, status: dict, state: RunState) -> dict[str, Any]:
     }
 
 
-def _kind(run_dir: RunDir) -> str | None:
-    """Its :func:`run_kind`; None when its config cannot be read."""
+def _config(run_dir: RunDir) -> dict[str, Any]:
+    """Its ``config.json``; {} when it cannot be read (shown as corrupt elsewhere)."""
     try:
         config = run_dir.config()
-        return run_kind(config["dataset"], config["method"])
-    except Exception:  # no config yet, or a corrupt one (shown as such elsewhere)
-        return None
+        return config if isinstance(config, dict) and "dataset" in config else {}
+    except Exception:  # no config yet, or a corrupt one
+        return {}
 
 
 def _note(status: dict[str, Any], state: RunState) -> str:
@@ -123,13 +128,15 @@ PROBLEMS = (RunState.FAILED, RunState.DEAD, RunState.CORRUPT)
 
 
 def counts_and_eta(records: list[dict[str, Any]]) -> tuple[Counter, float | None]:
+    """Runs per state, and the ETA the sweep's summary line shows for the same store
+    (:func:`~debias_bench.runs.eta.time_left`, from the same facts)."""
     counts: Counter = Counter()
     for r in records:
         counts[COUNTED_AS.get(r["state"], r["state"])] += 1
-    finished = [(r["kind"], r["train_time"]) for r in records if r["train_time"]]
+    finished = [(r["kind"], r["duration"]) for r in records if r["duration"] is not None]
     running = [(r["kind"], r["live"]) for r in records if r["state"] == RunState.RUNNING]
     waiting = [r["kind"] for r in records if r["state"] in WAITING]
-    return counts, sweep_eta(finished, waiting, running, max(1, counts[RunState.RUNNING]))
+    return counts, time_left(finished, waiting, running)
 
 
 def _step(status: dict[str, Any], live: Live | None) -> str:
@@ -184,17 +191,30 @@ def cmd_status(args: argparse.Namespace) -> int:
         rows = [
             [
                 r["run_id"],
+                r["preset"],
+                r["protocol"],
                 r["state"],
                 r["attempt"] or "",
                 r["step"],
                 "" if r["exit_code"] is None else r["exit_code"],
                 r["job_id"] or r["where"],
                 fmt(r["accuracy"]),
-                r["note"].splitlines()[0][:70] if r["note"] else "",
+                short_note(r["note"]),
             ]
             for r in records
         ]
-        headers = ["run", "state", "try", "step", "exit", "job / where", "test acc", "note"]
+        headers = [
+            "run",
+            "preset",
+            "protocol",
+            "state",
+            "try",
+            "step",
+            "exit",
+            "job / where",
+            "test acc",
+            "note",
+        ]
         print(tabulate(rows, headers=headers, tablefmt="github"))
         corrupt = [r for r in records if r["state"] == RunState.CORRUPT]
         if corrupt:  # the fix does not fit in the table's note

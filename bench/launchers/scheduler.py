@@ -23,7 +23,8 @@ from typing import Any
 
 from debias_bench.config.run_config import RunConfig
 from debias_bench.launchers.run_one import MAX_ATTEMPTS, Outcome, decide, record_decision
-from debias_bench.runs.progress import Live, LiveSummary, run_kind, summary_line, sweep_eta
+from debias_bench.runs.eta import done_timing, finished_timings, run_kind, time_left
+from debias_bench.runs.progress import Live, LiveSummary, summary_line
 from debias_bench.runs.run_dir import RunDir
 from debias_bench.runs.states import COUNTED_AS, SUCCESS, Decision, RunState
 from debias_bench.runs.store import RunStore
@@ -56,7 +57,6 @@ def signal_label(signum: int) -> str:
 class Task:
     config: RunConfig
     label: str
-    started: float | None = None  # time.time() of the latest start in this sweep
 
     @property
     def run_id(self) -> str:
@@ -101,7 +101,7 @@ class Launcher(ABC):
         """Ask the active runs to checkpoint and stop (fail-fast, or a signal to the sweep)."""
 
     def parallelism(self) -> int:
-        """How many runs execute at once (for the ETA)."""
+        """How many runs execute at once (the sweep's start line says so)."""
         return 1
 
     def crowding(self) -> str | None:
@@ -219,8 +219,9 @@ class SweepLoop:
         self.not_started: list[Task] = []
         self.sweep = Sweep([])
         self.halted = False
-        self.kinds = {c.run_id: run_kind(c.dataset, c.method) for c in configs}
-        self.finished: list[tuple[str, float]] = []  # (kind, wall seconds) of runs done here
+        self.kinds = {c.run_id: run_kind(c.dataset, c.method, c.preset, c.hparams) for c in configs}
+        #: (kind, seconds) of the store's done runs, as `bench status` reads them
+        self.finished = finished_timings(store)
         self.progress: dict[str, Live | None] = {}  # running run id -> its heartbeat's progress
         self.watched_at = 0.0
 
@@ -300,16 +301,14 @@ class SweepLoop:
         if self.halted or not self.queue or (n := self.launcher.free()) <= 0:
             return
         batch, self.queue[:] = self.queue[:n], self.queue[n:]
-        now = time.time()
-        for task in batch:
-            task.started = now
         self.launcher.start(batch)
 
     def collect(self, ended: Ended) -> None:
         """Take in a run that ended: retry it, wait for whoever took it, or record it."""
         task = ended.task
-        if ended.state == RunState.DONE and ended.ran and task.started:
-            self.finished.append((self.kinds[task.run_id], time.time() - task.started))
+        if ended.state == RunState.DONE and ended.ran:
+            timing = done_timing(self.store.run(task.run_id))
+            self.finished += [timing] if timing else []
         if self.retries(ended):
             self.sweep.retried.append(task.run_id)
             _say(f"retrying {task.label}: {ended.note}")
@@ -399,7 +398,8 @@ class SweepLoop:
         return counts
 
     def report(self, force: bool = False) -> None:
-        """The summary line, with the sweep's ETA (:func:`sweep_eta`)."""
+        """The summary line, with the sweep's ETA (:func:`~debias_bench.runs.eta.time_left`,
+        as `bench status` computes it)."""
         counts, active = self.counts(), self.launcher.active()
         running = [
             (self.kinds[r], self.progress.get(r))
@@ -411,7 +411,7 @@ class SweepLoop:
         waiting += [self.kinds[r] for r, state in active.items() if state != RunState.RUNNING]
         unknown = counts[RunState.PENDING] + counts["queued"] + counts["held"] - len(waiting)
         waiting += [None] * max(0, unknown)
-        eta = sweep_eta(self.finished, waiting, running, self.launcher.parallelism())
+        eta = time_left(self.finished, waiting, running)
         self.live.update(counts, eta, force, [p for _, p in running if p is not None])
 
     # ---------------------------------------------------------------- the end

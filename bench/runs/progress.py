@@ -6,7 +6,8 @@ excluded, evaluations included, so the ETA is wall time). :class:`LogLines` prin
 the first step, then at most every ``every_s`` (a step line, or the latest evaluation), and
 the last evaluation: what a log (CI, SLURM, a worker's ``stderr.log``) should show, where a
 progress bar's carriage returns would be noise. :class:`LiveSummary` prints a sweep's counts
-per state with the running runs' progress and the sweep's ETA (:func:`sweep_eta`).
+per state with the running runs' progress and the sweep's ETA
+(:func:`debias_bench.runs.eta.time_left`).
 """
 
 from __future__ import annotations
@@ -168,52 +169,6 @@ def running_text(running: list[Live], count: int | None = None) -> str:
     done = sum(r.step for r in running) / max(1, sum(r.total for r in running))
     rate = sum(r.steps_per_s or 0.0 for r in running)
     return f"{100 * done:.0f} % of their steps" + (f", {rate:.3g} steps/s" if rate else "")
-
-
-def run_kind(dataset: str, method: str) -> str:
-    """What the sweep ETA tells runs apart by: runs of one dataset and method take alike long."""
-    return f"{dataset}/{method}"
-
-
-def sweep_eta(
-    finished: Sequence[tuple[str, float]],
-    waiting: Sequence[str | None],
-    running: Sequence[tuple[str, Live | None]],
-    parallel: int,
-) -> float | None:
-    """Time left of a sweep, spread over ``parallel`` runs at once and never less than the
-    longest running run's ETA; None while nothing tells.
-
-    Runs are told apart by kind (their dataset and method: an ETF-Debias run can take five
-    times a Vanilla one). A running run counts its own ETA. A run still to start counts the
-    mean duration of the finished runs of its kind, else of the running ones of its kind
-    (elapsed time plus ETA), else of all finished (else running) runs; ``None`` as its kind
-    means unknown. ``finished`` holds (kind, seconds); ``running`` (kind, its progress)."""
-    projected = [
-        (kind, r.elapsed_s + r.eta_s)
-        for kind, r in running
-        if r is not None and r.eta_s is not None and r.elapsed_s is not None
-    ]
-
-    def mean(durations: list[float]) -> float | None:
-        return sum(durations) / len(durations) if durations else None
-
-    overall = mean([d for _, d in finished]) or mean([d for _, d in projected])
-
-    def per_run(kind: str | None) -> float | None:
-        for pool in (finished, projected):
-            same = mean([d for k, d in pool if k == kind])
-            if kind is not None and same is not None:
-                return same
-        return overall
-
-    left = [r.eta_s if r is not None and r.eta_s is not None else per_run(k) for k, r in running]
-    ahead = [per_run(kind) for kind in waiting]
-    spans = [x for x in left if x is not None]
-    if any(x is None for x in left + ahead):
-        return None
-    work = sum(spans) + sum(x for x in ahead if x is not None)
-    return max(max(spans, default=0.0), work / max(1, parallel))
 
 
 # ------------------------------------------------------------------ a sweep's summary line
