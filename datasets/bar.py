@@ -48,7 +48,7 @@ from debias_bench.registry import register_dataset
 from debias_bench.streams import rng
 
 from .cached import (
-    CI_16PX,
+    SMALL_16PX,
     VALID_FRACTION,
     CachedImageFamily,
     conflicting_counts,
@@ -67,6 +67,10 @@ PLACES = ("RockWall", "Underwater", "WaterSurface", "Sky", "APavedTrack", "Playi
 _FILE = re.compile(r"^(.+)_(\d+)$")
 
 
+#: the small build that ``smoke`` and ``ci`` read (one build for both)
+SMALL_BUILD: dict[str, Any] = {"limit_per_class": 60}
+
+
 @register_dataset(
     "bar",
     display_name="BAR",
@@ -79,9 +83,9 @@ class BAR(CachedImageFamily):
     build_version = "1"
     source_kinds = ("release", "biasensemble")
     presets: ClassVar[Mapping[str, PresetValues]] = {
-        # the same network from scratch: nothing to download for a plumbing check
-        "smoke": PresetValues({"backbone": "resnet18"}),
-        "ci": PresetValues(CI_16PX, {"limit_per_class": 60}),
+        # a ResNet-20 from scratch (no pretrained weights to download)
+        "smoke": PresetValues(SMALL_16PX, SMALL_BUILD),
+        "ci": PresetValues(SMALL_16PX, SMALL_BUILD),
     }
     # the release's 1,941 training images + 20 / 103 conflicting
     train_sizes: ClassVar[Mapping[float, int]] = {1.0: 1_961, 5.0: 2_044}

@@ -37,7 +37,7 @@ from debias_bench.data.split_store import ratio_dirname
 from debias_bench.errors import DataNotFoundError
 from debias_bench.registry import register_dataset
 
-from .cached import CI_16PX, CachedImageFamily, photo_spec
+from .cached import SMALL_16PX, CachedImageFamily, photo_spec
 from .folder_layout import (
     read_records,
     require_dir,
@@ -76,7 +76,8 @@ class BiasedFFHQ(CachedImageFamily):
     reads_fixture_root = True
     presets: ClassVar[Mapping[str, PresetValues]] = {
         # a read-only published folder (no small build): a seeded subset of the train split
-        "ci": PresetValues({**CI_16PX, "train_limit": 1000}),
+        "smoke": PresetValues({**SMALL_16PX, "train_limit": 1000}),
+        "ci": PresetValues({**SMALL_16PX, "train_limit": 1000}),
     }
     # 19,104 aligned + 96 conflicting in DisEnt's 0.5pct release; the other ratios add
     # round(19,104 r / (100 - r)) conflicting [derived: BiasEnsemble's counts not verified]

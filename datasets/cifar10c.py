@@ -42,7 +42,7 @@ from debias_bench.registry import register_dataset
 from debias_bench.streams import rng
 
 from . import cifar10_raw
-from .cached import CI_16PX, CIFAR_MEAN, CIFAR_STD
+from .cached import CIFAR_MEAN, CIFAR_STD, SMALL_16PX
 from .corruptions import CORRUPTION_SETS, corrupt
 from .lff_npy import ImportableFamily
 from .parallel import parallel_chunks
@@ -96,6 +96,10 @@ def _milli(ratio: float) -> int:
     return round(ratio * 1000)
 
 
+#: the small build that ``smoke`` and ``ci`` read (one build for both)
+SMALL_BUILD: dict[str, Any] = {"limit": 100, "valid_size": 200}
+
+
 @register_dataset(
     "cifar10c",
     display_name="Corrupted CIFAR-10",
@@ -122,7 +126,8 @@ class CorruptedCIFAR10(ImportableFamily):
     )
     build_version = "1"
     presets: ClassVar[Mapping[str, PresetValues]] = {
-        "ci": PresetValues(CI_16PX, {"limit": 100, "valid_size": 200})
+        "smoke": PresetValues(SMALL_16PX, SMALL_BUILD),
+        "ci": PresetValues(SMALL_16PX, SMALL_BUILD),
     }
     # CIFAR-10's 50,000 training images minus the 5,000 held out as valid
     train_sizes: ClassVar[Mapping[float, int]] = dict.fromkeys(spec.ratios, 45_000)

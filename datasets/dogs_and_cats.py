@@ -39,7 +39,7 @@ from debias_bench.registry import register_dataset
 from debias_bench.streams import rng
 
 from .cached import (
-    CI_16PX,
+    SMALL_16PX,
     VALID_FRACTION,
     CachedImageFamily,
     conflicting_counts,
@@ -62,6 +62,10 @@ CLASSES = ("cat", "dog")
 DARK, BRIGHT = 0, 1
 
 
+#: the small build that ``smoke`` and ``ci`` read (one build for both)
+SMALL_BUILD: dict[str, Any] = {"limit_per_group": 150}
+
+
 @register_dataset(
     "dogs_and_cats",
     display_name="Dogs & Cats",
@@ -74,7 +78,8 @@ class DogsAndCats(CachedImageFamily):
     build_version = "1"
     source_kinds = ("release", "biasensemble")
     presets: ClassVar[Mapping[str, PresetValues]] = {
-        "ci": PresetValues(CI_16PX, {"limit_per_group": 150})
+        "smoke": PresetValues(SMALL_16PX, SMALL_BUILD),
+        "ci": PresetValues(SMALL_16PX, SMALL_BUILD),
     }
     # 10,047 aligned + 102 / 529 conflicting
     train_sizes: ClassVar[Mapping[float, int]] = {1.0: 10_149, 5.0: 10_576}

@@ -7,6 +7,7 @@ from debias_bench.config.run_config import (
     RunRequest,
     make_config,
     parse_overrides,
+    preset_data_options,
     resolve_hparams,
     resolve_layers,
 )
@@ -105,8 +106,21 @@ def test_per_ratio_and_per_preset_layers(monkeypatch):
 
 def test_smoke_preset_needs_no_download_on_bar():
     assert resolve_hparams("vanilla", "bar")["backbone"] == "resnet18_pretrained"
-    assert resolve_hparams("vanilla", "bar", preset="smoke")["backbone"] == "resnet18"
+    assert resolve_hparams("vanilla", "bar", preset="smoke")["backbone"] == "resnet20"
     assert "datasets" not in resolve_hparams("vanilla", "cmnist", preset="smoke")
+
+
+@pytest.mark.parametrize("dataset", ["cifar10c", "bffhq", "dogs_and_cats", "bar"])
+@pytest.mark.parametrize("method", ["vanilla", "lff_be", "denetdm"])
+def test_smoke_reads_the_image_sets_small_as_ci_does(dataset, method):
+    """Issue 39: a 224-px ResNet-18 made a 20-step smoke run take minutes; smoke reads the
+    small data of ci at 16 px (seconds a run), its preparation stages as short as its run."""
+    smoke = resolve_hparams(method, dataset, preset="smoke")
+    ci = resolve_hparams(method, dataset, preset="ci")
+    assert (smoke["image_size"], smoke["backbone"]) == (ci["image_size"], ci["backbone"])
+    assert (smoke["image_size"], smoke["backbone"]) == (16, "resnet20")
+    assert preset_data_options("smoke", dataset) == preset_data_options("ci", dataset)
+    assert smoke["steps"] == 20 and smoke.get("committee_steps", 0) <= 20
 
 
 def test_one_request_carries_a_run_through_resolution():
