@@ -39,6 +39,7 @@ from debias_bench.training.acceleration import accelerate, amp_dtype, autocast
 from debias_bench.training.method import Method, TrainEnv
 from debias_bench.training.metrics import SelectionTracker, collect_features, evaluate_split
 from debias_bench.training.nc import neural_collapse_by_alignment
+from debias_bench.training.stages import StageStopped, stop_between_steps
 
 
 class Interrupted(Exception):
@@ -271,7 +272,7 @@ def _train(
 ) -> dict[str, Any]:
     run_dir.plan(config_json(config))  # when no sweep planned it (benchmarks, analyses)
     training = _Training(config, run_dir, place, device, data)
-    training.resume_or_prepare()
+    training.resume_or_prepare(should_stop)
     progress.start(run_dir.run_id, training.total_steps, training.tally.step)
     try:
         training.loop(progress, should_stop)
@@ -344,9 +345,10 @@ class _Training:
             torch.cuda.reset_peak_memory_stats(device)
         self.tally = _Tally()
 
-    def resume_or_prepare(self) -> None:
+    def resume_or_prepare(self, should_stop: Callable[[int], bool]) -> None:
         """Restore the checkpoint's state, or run the method's preparation stage (checkpointed
-        when it is expensive, so that a resume does not redo it)."""
+        when it is expensive, so that a resume does not redo it; ``should_stop`` is polled
+        before each of its optimiser steps, and a stop there leaves no checkpoint)."""
         checkpoint = self.checkpoint
         if checkpoint is not None:
             self.method.load_state_dict(checkpoint["method"])
@@ -361,11 +363,20 @@ class _Training:
             )
             self.run_dir.truncate_metrics(self.tally.step)
             self.set_length()
+            self.run_dir.heartbeat(stage="training")
             return
         started = time.perf_counter()
         self.method.train_mode()
-        self.method.prepare(self.splits)
+        self.run_dir.heartbeat(stage="preparing")
+        try:
+            with stop_between_steps(lambda: should_stop(0)):
+                self.method.prepare(self.splits)
+        except StageStopped:
+            raise Interrupted(
+                f"{self.run_dir.run_id} stopped in its preparation stage; rerun to start it again"
+            ) from None
         prepare_time = time.perf_counter() - started
+        self.run_dir.heartbeat(stage="training")
         self.tally = _Tally(train_time=prepare_time, prepare_time=prepare_time)
         self.set_length()
         if prepare_time > 0.5:
