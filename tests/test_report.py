@@ -29,7 +29,7 @@ from debias_bench.reporting import (
     render,
 )
 from debias_bench.reporting.catalog import TABLES, table_names
-from debias_bench.reporting.layout import parse_layout, reference_layout
+from debias_bench.reporting.layout import dataset_spec, parse_layout, reference_layout
 from debias_bench.reporting.records import COLUMNS
 from debias_bench.runs.run_dir import RunDir
 from debias_bench.runs.states import RunState
@@ -65,8 +65,10 @@ def write_run(
     time_s: float = 10.0,
     memory_mb: float = 100.0,
     protocol: str = "official",
+    worst_group: tuple[int, int] | None = None,
 ) -> RunDir:
-    """A run directory as the engine leaves it; ``acc`` is the test accuracy of ``last``."""
+    """A run directory as the engine leaves it; ``acc`` is the test accuracy of ``last``
+    (``worst_group``: its (class, bias) group of lowest test accuracy)."""
     run = plant(RunStore(root), method, dataset, ratio, seed, protocol=protocol)
     if state != "done":
         fields = {"error": note} if state == "failed" else {"reason": note} if note else {}
@@ -83,6 +85,9 @@ def write_run(
         }
         for k, sel in enumerate(SELECTIONS)  # best_* differ from last by +1, +2
     }
+    if worst_group is not None:
+        for chosen in selections.values():
+            chosen["test"].update(worst_group=list(worst_group), worst_group_accuracy=acc - 30)
     run.transition(RunState.RUNNING)
     run.write_result(
         {
@@ -223,6 +228,43 @@ def test_missing_reasons_running_and_failed(tmp_path):
         f"{failed.run_id}: failed (crashed: boom)",
     ]
     assert r"-- \dbmiss{(running)}" in render([table], "latex")
+
+
+def test_a_stale_run_reads_stale_and_says_how_to_refresh_it(tmp_path, monkeypatch):
+    """Issue 39.13: the cell of a run trained by older code read "unfinished"."""
+    root = tmp_path / "runs"
+    write_run(root, "vanilla", "cmnist", 2.0, 0, 50.0)
+    old = write_run(root, "lff", "cmnist", 2.0, 0, 60.0)
+    why = "code changed since its result was written (code aaaa -> bbbb)"
+    real = RunDir.staleness
+    monkeypatch.setattr(RunDir, "staleness", lambda r: why if r.path == old.path else real(r))
+    (table,) = build_tables(load_records(RunStore(root)), "synthetic", ReportOptions())
+    assert cells_of(table)[("cmnist", "2.0", "lff")].missing == "stale"
+    assert "– (stale)" in render([table], "markdown")
+    assert table.notes == [f"{old.run_id}: stale ({why}): rerun the same `bench run` to retrain it"]
+    assert "stale (trained by other code of its method or dataset: rerun" in table.caption
+
+
+def test_subpop_names_each_rows_worst_group_by_its_class_and_bias_names(tmp_path):
+    """Issue 39.13: the worst group read ``class 3, bias 7`` under "Not in the table"."""
+    root = tmp_path / "runs"
+    for seed, group in enumerate([(3, 7), (3, 7), (1, 2)]):
+        write_run(root, "vanilla", "cmnist", 1.0, seed, 50.0, worst_group=group)
+    write_run(root, "vanilla", "toy", 5.0, 0, 50.0, worst_group=(1, 0))
+    write_run(root, "vanilla", "cmnist", 1.0, 3, state="failed", note="boom")
+    (table,) = build_tables(load_records(RunStore(root)), "subpop", ReportOptions())
+    toy = dataset_spec("toy")
+    toy_group = f"class {(toy.class_names or '01')[1]}, bias {(toy.bias_names or '0')[0]}"
+    assert table.remarks == [
+        "cmnist 1 % Vanilla: class 3, bias colour7 (2 of 3 seeds)",  # cmnist's declared names
+        f"toy 5 % Vanilla: {toy_group} (1 of 1 seeds)",
+    ]
+    assert table.notes == [f"{rid('vanilla', 'cmnist', 1.0, 3)}: failed (crashed: boom)"]
+    text = render([table], "markdown")
+    assert "Worst group of each row (the one most often worst over its seeds):\n- cmnist" in text
+    assert text.index("Worst group of each row") < text.index("Not in the table:")
+    latex = render([table], "latex")
+    assert "Worst group of each row" in latex and "Not in the table" in latex
 
 
 def test_a_done_run_without_the_selection_is_not_recorded_not_unfinished(tmp_path):

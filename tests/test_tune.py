@@ -365,7 +365,8 @@ def test_report_keeps_search_runs_out_of_the_official_tables(tmp_path):
     official, view = split_tuned(Path(args.out), records)
     assert isinstance(view, TunedView)
     trials = {t["trial"]: t["runs"] for t in view.tuned.cells[0].trials}
-    assert set(official["run_id"]) == set(trials[0])  # trial 0 is the official configuration
+    # issue 39.13: trial 0 is the official configuration, but on the tuning seed: a tuning run
+    assert not set(official["run_id"]) & {r for runs in trials.values() for r in runs}
     from debias_bench.reporting import ReportOptions
 
     table = tuned_table(view, ReportOptions(selection="best_valid", ours=None))

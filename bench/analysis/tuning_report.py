@@ -60,6 +60,13 @@ class TunedView:
                 ids.update(cell.runs)
         return ids
 
+    def tuning_runs(self) -> set[str]:
+        """The runs kept out of the paper's tables: every trial's (trial 0's too: the official
+        configuration, but on the tuning seeds, which only the search uses) and the reruns of
+        a drawn winner; a winning trial 0's reruns are official runs."""
+        ids = {r for cell in self.tuned.cells for t in cell.trials for r in t["runs"]}
+        return ids | self.search_runs()
+
     def all_runs(self) -> set[str]:
         """Every run the search made: all trials and all reruns."""
         ids = {r for cell in self.tuned.cells for t in cell.trials for r in t["runs"]}
@@ -67,13 +74,13 @@ class TunedView:
 
 
 def split_tuned(root: Path, records: pd.DataFrame) -> tuple[pd.DataFrame, TunedView | None]:
-    """The records of official configurations only, and the tuned view (None without a
-    ``tuned.yaml`` in ``root``)."""
+    """The records of the paper's tables (no tuning run: :meth:`TunedView.tuning_runs`), and
+    the tuned view (None without a ``tuned.yaml`` in ``root``)."""
     path = Path(root) / TUNED_FILE
     if not path.is_file():
         return records, None
     view = TunedView(read_checked(path), records)
-    return records[~records["run_id"].isin(view.search_runs())], view
+    return records[~records["run_id"].isin(view.tuning_runs())], view
 
 
 # ------------------------------------------------------------------------- checks

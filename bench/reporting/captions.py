@@ -51,7 +51,9 @@ def caption(
         )
     parts.append("(*) and (◇): methods trained with and without bias labels.")
     parts.append(
-        "Empty cells say why: not run, running, unfinished, failed, skipped by the method, or "
+        "Empty cells say why: not run, running, unfinished, stale (trained by other code of "
+        "its method or dataset: rerun the same `bench run` to retrain it), failed, skipped by "
+        "the method, or "
         "not recorded (finished runs without this selection or metric, e.g. no in-distribution "
         "validation split: each result.json says why) (runs not in the table are listed below "
         "it)."

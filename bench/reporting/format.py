@@ -42,5 +42,15 @@ def listed_notes(table: Table) -> list[str]:
     return notes
 
 
+#: the heading of the runs a table leaves out (its ``notes``)
+NOT_IN_TABLE = "Not in the table"
+
+
+def note_sections(table: Table) -> list[tuple[str, list[str]]]:
+    """(heading, lines) under the table: its remarks, then the runs not in it; none empty."""
+    sections = [(table.remarks_title, table.remarks), (NOT_IN_TABLE, listed_notes(table))]
+    return [(title, lines) for title, lines in sections if lines]
+
+
 def ratio_text(cell: Cell) -> str:
     return f"×{cell.ratio:.2f}" if cell.ratio is not None else ""

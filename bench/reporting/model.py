@@ -75,6 +75,10 @@ class Table:
     columns: list[Column]
     rows: list[Row]
     notes: list[str] = field(default_factory=list)
+    #: lines about the table's numbers, under their own heading (``subpop``: the worst group
+    #: of each row), printed before the runs not in the table (``notes``)
+    remarks: list[str] = field(default_factory=list)
+    remarks_title: str = ""
     #: column keys set apart from the others (the paper's "Average" column)
     separated: tuple[str, ...] = ()
     #: protocol, preset, selection, split, metric: also columns of the CSV

@@ -18,7 +18,7 @@ from typing import Any
 import pandas as pd
 
 from debias_bench.errors import CorruptDataError
-from debias_bench.reporting.format import listed_notes, number, ratio_text
+from debias_bench.reporting.format import note_sections, number, ratio_text
 from debias_bench.reporting.model import Cell, Column, Table
 from debias_bench.reporting.options import ReportOptions
 from debias_bench.reporting.paper import PaperNumbers
@@ -151,10 +151,9 @@ def render_table(table: Table, index: int = 0) -> str:
         f"<table><thead><tr>{head}</tr></thead>",
         "<tbody>\n" + "\n".join(body) + "\n</tbody></table>",
     ]
-    notes = listed_notes(table)
-    if notes:
-        items = "".join(f"<li>{inline(n)}</li>" for n in notes)
-        parts.append(f'<div class="notes">Not in the table:<ul>{items}</ul></div>')
+    for title, lines in note_sections(table):
+        items = "".join(f"<li>{inline(n)}</li>" for n in lines)
+        parts.append(f'<div class="notes">{inline(title)}:<ul>{items}</ul></div>')
     return "\n".join(parts) + "\n</div>"
 
 

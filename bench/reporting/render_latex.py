@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from debias_bench.reporting.format import listed_notes, number, ratio_text
+from debias_bench.reporting.format import note_sections, number, ratio_text
 from debias_bench.reporting.model import Cell, Column, Table
 
 PREAMBLE = r"""\documentclass[10pt]{article}
@@ -149,9 +149,8 @@ def render_table(table: Table, label: str = "") -> str:
         lines.append(" & ".join(cells) + r" \\")
     lines.append(r"\bottomrule")
     lines.append(r"\end{tabular}" + ("}" if resize else ""))
-    notes = listed_notes(table)
-    if notes:
-        lines.append(r"\par\smallskip{\footnotesize\raggedright Not in the table: ")
+    for title, notes in note_sections(table):
+        lines.append(r"\par\smallskip{\footnotesize\raggedright " + escape(title) + ": ")
         lines.append("; ".join(escape(n) for n in notes) + ".\\par}")
     lines.append(r"\end{table}")
     return "\n".join(lines)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tabulate import tabulate
 
-from debias_bench.reporting.format import listed_notes, number, ratio_text
+from debias_bench.reporting.format import note_sections, number, ratio_text
 from debias_bench.reporting.model import Cell, Column, Table
 
 
@@ -43,9 +43,8 @@ def render_table(table: Table) -> str:
     headers = [*table.row_headers, *(header(c) for c in table.columns)]
     body = tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True)
     parts = [f"**{table.title}.** {table.caption}", body]
-    notes = listed_notes(table)
-    if notes:
-        parts.append("Not in the table:\n" + "\n".join(f"- {n}" for n in notes))
+    for title, lines in note_sections(table):
+        parts.append(f"{title}:\n" + "\n".join(f"- {n}" for n in lines))
     return "\n\n".join(parts)
 
 

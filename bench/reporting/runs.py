@@ -112,6 +112,8 @@ def unfinished_notes(runs: pd.DataFrame) -> list[str]:
     for _, run in runs[runs["state"] != RunState.DONE].sort_values("run_id").iterrows():
         note = run.get("note")
         reason = f" ({_first_line(note)})" if isinstance(note, str) and note.strip() else ""
+        if run["state"] == RunState.STALE:
+            reason += ": rerun the same `bench run` to retrain it"
         notes.append(f"{run['run_id']}: {run['state']}{reason}")
     return notes
 

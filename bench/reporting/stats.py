@@ -49,6 +49,8 @@ def missing_reason(states: Iterable[str]) -> str:
         return "not run"
     if RunState.RUNNING in states:
         return RunState.RUNNING.value
+    if RunState.STALE in states:  # trained by other code: the same `bench run` retrains it
+        return RunState.STALE.value
     if states & _UNFINISHED:
         return "unfinished"
     for named in (RunState.CORRUPT, RunState.FAILED):

@@ -3,7 +3,8 @@ WILDS), per dataset, ratio and method: average, worst-group, bias-aligned and bi
 accuracy under the model selection used, each a mean +- std over seeds.
 
 Worst-group accuracy is the lowest accuracy over the (class x bias) groups present in the
-split; the caption names the group that was worst most often, per row, in the notes.
+split; under the table, each row's group that was worst most often, by the class and bias
+names its dataset declares.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from debias_bench.reporting.layout import (
     bias_marker,
     dataset_name,
     dataset_order,
+    dataset_spec,
     method_name,
     method_order,
 )
@@ -59,11 +61,9 @@ def subpop_tables(records: pd.DataFrame, opts: ReportOptions) -> list[Table]:
                     max_n = max(max_n, seed_stats(cell_done["accuracy"])[2])
                     labels = (dataset, f"{ratio:.1f}", _method_label(method))
                     rows.append(Row(labels, cells, "ours", dataset))
-                    common = _most_common_worst(cell_done["worst_group"])
+                    common = _most_common_worst(cell_done["worst_group"], dataset)
                     if common:
-                        worst_notes.append(
-                            f"{dataset} {ratio:g} % {method_name(method)}: worst group {common}"
-                        )
+                        worst_notes.append(f"{dataset} {ratio:g} % {method_name(method)}: {common}")
         what = (
             f"{opts.split.capitalize()} accuracy (%) on the whole split (average), on its "
             "worst (class x bias) group, and on its bias-aligned and bias-conflicting samples."
@@ -82,7 +82,9 @@ def subpop_tables(records: pd.DataFrame, opts: ReportOptions) -> list[Table]:
                 row_headers=("dataset", "ratio %", "method"),
                 columns=[Column(k, label) for k, label in SUBPOP_METRICS.items()],
                 rows=rows,
-                notes=[*worst_notes, *unfinished_notes(block)],
+                notes=unfinished_notes(block),
+                remarks=worst_notes,
+                remarks_title="Worst group of each row (the one most often worst over its seeds)",
                 display={d: dataset_name(d) for d in block["dataset"].unique()},
                 meta={
                     "protocol": protocol,
@@ -100,10 +102,21 @@ def _method_label(method: str) -> str:
     return f"{method_name(method)}{marker or ''}"
 
 
-def _most_common_worst(groups: Any) -> str | None:
-    """``class 3, bias 7 (2 of 3 seeds)``: the group most often worst over the seeds."""
+def _group_name(dataset: str, cls: int, bias: int) -> str:
+    """``class dog, bias colour7``: the names the dataset declares (``class_names``,
+    ``bias_names``), else the indices (``class 3, bias 7``)."""
+    spec = dataset_spec(dataset)
+    classes = tuple(getattr(spec, "class_names", ()) or ())
+    biases = tuple(getattr(spec, "bias_names", ()) or ())
+    class_text = classes[cls] if 0 <= cls < len(classes) else str(cls)
+    bias_text = biases[bias] if 0 <= bias < len(biases) else str(bias)
+    return f"class {class_text}, bias {bias_text}"
+
+
+def _most_common_worst(groups: Any, dataset: str) -> str | None:
+    """``class dog, bias colour7 (2 of 3 seeds)``: the group most often worst over the seeds."""
     found = Counter(tuple(g) for g in groups if isinstance(g, list | tuple) and len(g) == 2)
     if not found:
         return None
     (c, b), count = found.most_common(1)[0]
-    return f"class {c}, bias {b} ({count} of {sum(found.values())} seeds)"
+    return f"{_group_name(dataset, int(c), int(b))} ({count} of {sum(found.values())} seeds)"
