@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import re
 import shutil
 import subprocess
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from test_report import fixed_store, paper_records
+from test_report import fixed_store, paper_records, write_run
 
 from debias_bench.cli import main
 from debias_bench.reporting import ReportOptions, build_tables, load_paper, render
@@ -129,3 +130,33 @@ def test_latex_with_interval_compiles_with_the_marks(tmp_path, capsys):
     compile_latex(
         text.replace(r"\end{document}", bootstrap.split("\n", 1)[1] + r"\end{document}"), tmp_path
     )
+
+
+def _foreign_copy(run: Path, method: str, dataset: str) -> Path:
+    """A copy of ``run`` whose config names a method and dataset of a plugin not loaded."""
+    copy = run.with_name(f"{dataset}_{method}_r5_s0_0123456789")
+    shutil.copytree(run, copy)
+    config = json.loads((copy / "config.json").read_text())
+    config.update(method=method, dataset=dataset, run_id=copy.name)
+    (copy / "config.json").write_text(json.dumps(config))
+    return copy
+
+
+def test_runs_of_a_plugin_not_loaded_are_named_with_the_way_to_load_it(tmp_path, capsys):
+    """Issue 39.15: runs of a plugin that is not loaded: say how many, which names, and how
+    to load it; exit 2 when nothing else can be reported."""
+    root = tmp_path / "runs"
+    known = write_run(root, "vanilla", "toy", 5.0, 0, 50.0)
+    _foreign_copy(known.path, "mine", "tiny")
+    assert main(["report", "--out", str(root), "--table", "other"]) == 0
+    out, err = capsys.readouterr()
+    assert "| toy" in out
+    assert (
+        "note: 1 run of names no loaded plugin registers (dataset tiny: 1 run, method mine: "
+        "1 run), left out; load the plugin that registers them: BENCH_PLUGINS=" in err
+    )
+    shutil.rmtree(known.path)  # only the plugin's runs: nothing to report
+    assert main(["report", "--out", str(root)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: nothing to report: 1 run of names no loaded plugin registers")
+    assert "BENCH_PLUGINS" in err and "Traceback" not in err

@@ -29,6 +29,7 @@ from debias_bench.reporting import (
     load_records,
     render,
 )
+from debias_bench.reporting.foreign import foreign_runs
 from debias_bench.reporting.grouping import apply_where, parse_where
 from debias_bench.reporting.layout import reference_layout
 from debias_bench.reporting.paper import DEFAULT_PAPER
@@ -134,7 +135,12 @@ class ReportRequest:
 def report_text(request: ReportRequest) -> tuple[str, list[Table], pd.DataFrame]:
     """The rendered report, its tables, and the records it drew on."""
     store = check_store(request.out)  # no store: exit 2 naming it (launchers.preflight)
-    records = load_records(store)
+    foreign = foreign_runs(store)  # runs of a plugin not loaded: set apart, named
+    records = load_records(store, skip=foreign.run_ids)
+    if foreign.run_ids and records.empty:
+        raise ConfigError(f"nothing to report: {foreign.text()}", hint=foreign.hint())
+    if foreign.run_ids:
+        print(f"note: {foreign.text()}, left out; {foreign.hint()}", file=sys.stderr)
     if records.empty:
         print(f"note: no runs under {store.root} yet (an empty run store)", file=sys.stderr)
     for column in ("protocol", "preset"):

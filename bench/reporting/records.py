@@ -7,6 +7,7 @@ stops the report; its method, dataset, ratio and seed then come from its run id.
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from typing import Any
 
 import pandas as pd
@@ -143,9 +144,12 @@ def with_worst_group(metrics: dict[str, Any]) -> dict[str, Any]:
     return {**metrics, "worst_group_accuracy": acc, "worst_group": group, "n_worst_group": n}
 
 
-def load_records(store: RunStore) -> pd.DataFrame:
-    """One row per (run, selection, split) for finished runs, one row per unfinished run."""
-    rows = [row for run_dir in store.runs() for row in run_rows(run_dir)]
+def load_records(store: RunStore, skip: Collection[str] = ()) -> pd.DataFrame:
+    """One row per (run, selection, split) for finished runs, one row per unfinished run;
+    none for the runs in ``skip`` (run ids)."""
+    rows = [
+        row for run_dir in store.runs() if run_dir.run_id not in skip for row in run_rows(run_dir)
+    ]
     frame = pd.DataFrame(rows, columns=COLUMNS)
     frame["ratio"] = frame["ratio"].astype(float)
     return frame
