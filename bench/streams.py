@@ -13,7 +13,7 @@ apart: ``SeedSequence`` pads its entropy with zeros); :func:`stream_seed` is its
 word, :func:`rng` a PCG64 on it.
 The names in :data:`LEGACY` were derived by hand-picked offsets before this module existed, and
 stored runs, prepared data and committed numbers depend on their values, so each keeps its old
-derivation bit for bit (``tests/test_streams.py`` asserts the values):
+derivation bit for bit (``tests/training/test_streams.py`` asserts the values):
 
 ===========================  =========================================  ======================
 name (index)                 value (was)                                used by

@@ -4,7 +4,7 @@ deep_feature_reweighting`` @ 9d8d5de, ``dfr_evaluate_spurious.py``: ``DFR^Val_Tr
 
 Algorithm
     Stage 1, ERM: the run's network trained with cross-entropy, the recipe of Vanilla on the
-    same dataset (``dfr.yaml`` mirrors ``vanilla.yaml``; ``tests/test_lc_denetdm_dfr.py``
+    same dataset (``dfr.yaml`` mirrors ``vanilla.yaml``; ``tests/methods/test_lc_denetdm_dfr.py``
     checks they agree). It *is* the Vanilla model of the same cell: when the store holds a done
     Vanilla run whose identity equals this ERM stage's (the same dataset, ratio, seed, protocol,
     data options and every engine hyperparameter; :func:`erm_config`), its final checkpoint is

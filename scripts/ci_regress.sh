@@ -2,7 +2,7 @@
 # The project's accuracy regression check: every method on every dataset whose raw data is
 # here, with the `ci` preset, compared with the committed baseline (or recorded as it).
 #
-#   bash scripts/ci_regress.sh check  [RUNS]   # what tests/test_regress.py runs: seed 0
+#   bash scripts/ci_regress.sh check  [RUNS]   # what tests/analysis/test_regress.py runs: seed 0
 #   bash scripts/ci_regress.sh record [RUNS]   # after a deliberate change: seeds 0-4; commit the JSON
 #
 # The baseline holds 5 seeds per cell (BENCH_REGRESS_SEEDS): their spread is what another CPU's

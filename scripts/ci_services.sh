@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # What the full test suite needs beyond Python, so that CI runs those tests instead of skipping:
 # a LaTeX engine (the reporter's tables must compile), a headless Chromium (the HTML report must
-# render, tests/test_report_html.py) and a single-node Slurm (the real-Slurm launcher test).
+# render, tests/reporting/test_report_html.py) and a single-node Slurm (the real-Slurm launcher test).
 # All come from Debian's packages and need root; elsewhere this says what it skipped, and the
 # tests that need the missing piece skip with the reason.
 set -uo pipefail

@@ -4,18 +4,17 @@ check that no test module leaves entries behind in the global registries."""
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
+from support.processes import bench_env
+from support.toy import ToyFamily  # noqa: F401  (registers the toy dataset)
 
-from debias_bench.data.contract import DatasetSpec, Split, Splits
-from debias_bench.data.family import DatasetFamily
-from debias_bench.launchers import LAUNCHERS, plugins
+from debias_bench.launchers import LAUNCHERS
+from debias_bench.plugins import loading as plugins
 from debias_bench.registry import DATASETS, METHODS, Entry, Registry
 from debias_bench.reporting import TABLES
 from debias_bench.tracking import TRACKERS
@@ -61,7 +60,7 @@ def raw_root() -> Path:
 def data_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Prepared data shared by the whole session (Colored MNIST is built once). Under
     pytest-xdist the workers share one folder: a dataset that two of them prepare at once is
-    built by one while the other waits on bench's build lock (tests/test_build_lock.py)."""
+    built by one while the other waits on bench's build lock (tests/data/test_build_lock.py)."""
     base = tmp_path_factory.getbasetemp()
     if os.environ.get("PYTEST_XDIST_WORKER"):
         base = base.parent  # the session's folder, above each worker's own
@@ -89,49 +88,6 @@ def _realdata_threads(request: pytest.FixtureRequest):
     torch.set_num_threads(REALDATA_THREADS)
     yield
     torch.set_num_threads(before)
-
-
-def make_toy_split(n: int, ratio: float, seed: int, name: str) -> Split:
-    """4 classes of 8x8 RGB noise with a weak class pattern and a strong colour shortcut."""
-    g = torch.Generator().manual_seed(seed)
-    labels = torch.arange(n) % 4
-    conflicting = torch.rand(n, generator=g) < ratio
-    biases = torch.where(
-        conflicting, (labels + 1 + torch.randint(0, 3, (n,), generator=g)) % 4, labels
-    )
-    images = torch.rand(n, 8, 8, 3, generator=g) * 0.3
-    images[torch.arange(n), labels * 2, :, :] += 0.4  # the class: a bright row
-    palette = torch.tensor([[1.0, 0, 0], [0, 1.0, 0], [0, 0, 1.0], [1.0, 1.0, 0]])
-    images = images + 0.5 * palette[biases][:, None, None, :]  # the shortcut: a colour cast
-    return Split((images.clamp(0, 1) * 255).to(torch.uint8), labels, biases, name=name)
-
-
-class ToyFamily(DatasetFamily):
-    spec = DatasetSpec(
-        name="toy",
-        num_classes=4,
-        num_biases=4,
-        ratios=(5.0, 20.0),
-        image_size=(8, 8),
-        channels=3,
-        backbone="mlp",
-        test_kind="unbiased",
-    )
-
-    def prepare(self, ratios=None) -> Path:
-        return self.data_root
-
-    def load(self, ratio: float) -> Splits:
-        ratio = self.check_ratio(ratio)
-        return Splits(
-            train=make_toy_split(512, ratio / 100, 1, "train"),
-            valid=make_toy_split(128, 0.75, 2, "valid"),
-            test=make_toy_split(128, 0.75, 3, "test"),
-        )
-
-
-if "toy" not in DATASETS:
-    DATASETS.register("toy", display_name="Toy", citation="test fixture")(ToyFamily)
 
 
 # ------------------------------------------------------------------ the global registries
@@ -201,51 +157,6 @@ def toy_place(tmp_path: Path):
     from debias_bench.training.engine import DataPlace
 
     return DataPlace(tmp_path / "raw", tmp_path / "data")
-
-
-def assert_close_nested(a, b) -> None:
-    if isinstance(a, dict):
-        assert a.keys() == b.keys()
-        for k in a:
-            assert_close_nested(a[k], b[k])
-    elif isinstance(a, list):
-        assert len(a) == len(b)
-        for x, y in zip(a, b, strict=True):
-            assert_close_nested(x, y)
-    elif isinstance(a, float):
-        assert np.isclose(a, b, rtol=0, atol=1e-9), (a, b)
-    else:
-        assert a == b
-
-
-# ------------------------------------------------------------------ `bench` on scripted runs
-def run_bench(
-    *args: str, env: Mapping[str, str], cwd: Path | None = None, timeout: float = 600
-) -> subprocess.CompletedProcess[str]:
-    """``bench ARGS`` in a new interpreter (this environment's package), output captured."""
-    return subprocess.run(
-        [sys.executable, "-m", "debias_bench.cli", *args],
-        capture_output=True,
-        text=True,
-        env=dict(env),
-        cwd=cwd,
-        timeout=timeout,
-    )
-
-
-def bench_env(tmp_path: Path, **extra: str) -> dict[str, str]:
-    """Environment of a `bench` process that finds the scripted dataset of
-    ``test_launch_local`` (a plugin) and keeps its data under ``tmp_path``."""
-    tests = str(Path(__file__).resolve().parent)
-    return {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([tests, os.environ.get("PYTHONPATH", "")]),
-        "BENCH_PLUGINS": "test_launch_local",
-        "BENCH_RAW_ROOT": str(tmp_path / "raw"),
-        "BENCH_DATA_ROOT": str(tmp_path / "data"),
-        "OMP_NUM_THREADS": "1",
-        **extra,
-    }
 
 
 @pytest.fixture
