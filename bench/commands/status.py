@@ -12,17 +12,20 @@ from __future__ import annotations
 
 import argparse
 import shutil
+import sys
 import textwrap
 from collections import Counter
+from collections.abc import Collection
 from typing import Any
 
 from tabulate import tabulate
 
 from debias_bench import paths
-from debias_bench.errors import CorruptDataError
+from debias_bench.errors import ConfigError, CorruptDataError
 from debias_bench.launchers.preflight import check_store
 from debias_bench.launchers.scheduler import summary_line
 from debias_bench.launchers.slurm_queue import queue_label, squeue_states
+from debias_bench.reporting.foreign import foreign_runs
 from debias_bench.runs.eta import config_kind, run_duration, time_left
 from debias_bench.runs.progress import Live, fmt_duration
 from debias_bench.runs.run_dir import RunDir
@@ -41,10 +44,12 @@ def _queue(job_ids: set[str]) -> dict[str, str]:
     return {j: queue_label(states[j]) for j in job_ids if j in states}
 
 
-def collect(store: RunStore) -> list[dict[str, Any]]:
-    """One record per run of the store."""
+def collect(store: RunStore, skip: Collection[str] = ()) -> list[dict[str, Any]]:
+    """One record per run of the store, but the runs in ``skip``."""
     records = []
     for run_dir in store.runs():
+        if run_dir.run_id in skip:
+            continue
         facts = run_dir.facts()
         state = effective_state(facts)
         try:
@@ -179,7 +184,12 @@ def cmd_status(args: argparse.Namespace) -> int:
     store = check_store(
         args.out
     )  # no store at --out: exit 2 naming it (debias_bench.launchers.preflight)
-    records = collect(store)
+    foreign = foreign_runs(store)  # a plugin not loaded: its runs cannot be placed
+    records = collect(store, skip=foreign.run_ids)
+    if foreign.run_ids and not records:
+        raise ConfigError(f"nothing to show: {foreign.text()}", hint=foreign.hint("status"))
+    if foreign.run_ids:
+        print(f"note: {foreign.text()}, not listed; {foreign.hint('status')}", file=sys.stderr)
     if not records:
         print(f"no runs under {store.root} yet (an empty run store)")
         return 0

@@ -43,10 +43,10 @@ class ForeignRuns:
         return f"{runs} run{'s' * (runs != 1)} of names no loaded plugin registers ({each})"
 
     @staticmethod
-    def hint() -> str:
+    def hint(command: str = "report") -> str:
         return (
             f"load the plugin that registers them: {PLUGINS_ENV}=my_module (or "
-            f"path/to/plugin.py) bench report ... (docs/extending/index.md)"
+            f"path/to/plugin.py) bench {command} ... (docs/extending/index.md)"
         )
 
 

@@ -160,3 +160,22 @@ def test_runs_of_a_plugin_not_loaded_are_named_with_the_way_to_load_it(tmp_path,
     err = capsys.readouterr().err
     assert err.startswith("error: nothing to report: 1 run of names no loaded plugin registers")
     assert "BENCH_PLUGINS" in err and "Traceback" not in err
+
+
+def test_bench_status_lists_the_other_runs_and_names_a_plugin_not_loaded(tmp_path, capsys):
+    """`bench status` on a store holding runs of a plugin that is not loaded: the other runs
+    are listed, the plugin's named with how to load it; only the plugin's: exit 2, one error
+    (before: `unknown dataset 'tiny'` while checking the run's code)."""
+    root = tmp_path / "runs"
+    known = write_run(root, "vanilla", "toy", 5.0, 0, 50.0)
+    _foreign_copy(known.path, "mine", "tiny")
+    assert main(["status", "--out", str(root)]) == 0
+    out, err = capsys.readouterr()
+    assert known.run_id in out and "1 done" in out
+    assert "note: 1 run of names no loaded plugin registers (dataset tiny: 1 run" in err
+    assert "BENCH_PLUGINS=my_module (or path/to/plugin.py) bench status" in err
+    shutil.rmtree(known.path)
+    assert main(["status", "--out", str(root)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: nothing to show: 1 run of names no loaded plugin registers")
+    assert "Traceback" not in err
