@@ -35,19 +35,20 @@ _CLAUSE_END = re.compile(r"(?<=[;:.])\s+")
 def short_note(note: str, width: int = NOTE_WIDTH) -> str:
     """The first line of ``note``, shortened to ``width`` at a clause boundary (after ``;``,
     ``:`` or ``.``); ``...`` marks the clauses left out. A first clause longer than ``width``
-    is shown whole: a note is never cut inside a clause."""
+    is shown whole: a note is never cut inside a clause. A first clause that only introduces
+    the next (``stale:``) keeps the next one whole too, so the note still says what it is."""
     line = note.strip().splitlines()[0] if note.strip() else ""
     if len(line) <= width:
         return line
     clauses = _CLAUSE_END.split(line)
     if len(clauses) == 1:
         return line
-    kept = clauses[0]
-    for clause in clauses[1:]:
-        if len(f"{kept} {clause} ...") > width:
-            break
-        kept = f"{kept} {clause}"
-    return f"{kept.rstrip(';:')} ..."
+    kept, rest = clauses[0], clauses[1:]
+    if kept.endswith(":"):  # a label: what follows is the note
+        kept, rest = f"{kept} {rest[0]}", rest[1:]
+    while rest and len(f"{kept} {rest[0]} ...") <= width:
+        kept, rest = f"{kept} {rest[0]}", rest[1:]
+    return f"{kept.rstrip(';:')} ..." if rest else kept
 
 
 def fmt(value: float | None) -> str:

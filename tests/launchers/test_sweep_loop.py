@@ -109,6 +109,9 @@ def test_a_note_is_shortened_at_a_clause_boundary_never_inside_one():
     one_clause = "x" * 100  # no boundary: whole, not cut
     assert short_note(one_clause, width=40) == one_clause
     assert short_note("first line\nsecond line") == "first line"
+    stale = "stale: code changed since its result was written (code 47f94f19c4 -> 5851ad7cdb)"
+    assert short_note(stale, width=40) == stale  # a label keeps what it introduces
+    assert short_note(f"{stale}; rerun it", width=40) == f"{stale} ..."
     assert short_note("") == ""
     for width in range(10, 90, 7):  # every shortening ends at a clause boundary
         for text in (note, "a; b c d; e f g h: i j k. l m n o p q r s t u v w x y z 1 2 3 4 5"):
