@@ -30,6 +30,7 @@ from debias_bench.reproduction.export import export_frame, merge_frames, read_cs
 from debias_bench.reproduction.render import (
     VARIANTS_HEADING,
     caption,
+    of_methods,
     reason_notes,
     render_readme,
     render_section,
@@ -103,7 +104,7 @@ def comparison(
     selection, protocol, preset = rows
     main, *more = sections(frame, dataset, selection, protocol, preset, explanations)
     cells = main.cells
-    title = caption(frame, dataset, selection, protocol, preset)
+    title = caption(of_methods(frame, cells), dataset, selection, protocol, preset)
     text = f"{title}\n\n{render_table(cells, numbered=numbered)}"
     if dips := tail_note(cells):
         text += f"\n\n{dips}"

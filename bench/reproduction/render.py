@@ -71,6 +71,11 @@ def render_table(cells: list[Comparison], numbered: bool = False) -> str:
     return "\n".join(lines)
 
 
+def of_methods(frame: pd.DataFrame, cells: Sequence[Comparison]) -> pd.DataFrame:
+    """The rows of the methods a table shows (its caption names their devices and code)."""
+    return frame[frame["method"].isin([c.method for c in cells])]
+
+
 def caption(
     frame: pd.DataFrame,
     dataset: str,
@@ -120,7 +125,7 @@ def render_readme(
         f"Generated {now:%Y-%m-%d %H:%M} UTC by `bench reproduce table {csv_name} --readme` "
         f"from `{csv_name}` ({len(frame)} rows: one per done run and selection).",
         "",
-        caption(frame, dataset, selection, protocol, preset),
+        caption(of_methods(frame, cells), dataset, selection, protocol, preset),
         "",
         render_table(cells, numbered=True),
         "",
@@ -170,7 +175,7 @@ def render_section(
     paper, cells = section.paper, section.cells
     names = ", ".join(dict.fromkeys(method_name(c.method) for c in cells))
     sources = sorted({paper.sources.get(c.method, paper.source) for c in cells})
-    theirs = frame[frame["method"].isin([c.method for c in cells])]
+    theirs = of_methods(frame, cells)
     text = [
         f"## {names} against their own papers",
         "",
