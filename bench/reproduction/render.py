@@ -118,7 +118,6 @@ def render_readme(
         f"{method_name(method)}: {n} of {expected_seeds} seeds at {', '.join(ratios)} %"
         for (method, n), ratios in short.items()
     ]
-    flagged = [c for c in cells if c.flagged]
     parts = [
         f"# Reproduction: {dataset} against the ETF-Debias paper",
         "",
@@ -127,17 +126,8 @@ def render_readme(
         "",
         caption(of_methods(frame, cells), dataset, selection, protocol, preset),
         "",
-        render_table(cells, numbered=True),
-        "",
-        f"{len(flagged)} of {sum(c.diff is not None for c in cells)} compared cells flagged.",
+        *table_with_verdicts(cells),
     ]
-    dips = tail_note(cells)
-    if dips:
-        parts += ["", dips]
-    reasons = reason_notes(cells)
-    if reasons:
-        parts += ["", "Reasons for the flagged cells:", ""]
-        parts += [f"{k}. {text}" for k, text in enumerate(reasons, 1)]
     found = variants(frame, dataset, selection, protocol, preset)
     if found:
         parts += ["", f"{VARIANTS_HEADING}:", "", render_variants(found)]
@@ -183,14 +173,22 @@ def render_section(
         "",
         caption(theirs, dataset, section.selection, protocol, preset, paper.statistic),
         "",
+        *table_with_verdicts(cells),
+    ]
+    return "\n".join(text)
+
+
+def table_with_verdicts(cells: list[Comparison]) -> list[str]:
+    """The numbered table, how many cells it flags, its dip note and its numbered reasons."""
+    flagged = sum(c.flagged for c in cells)
+    lines = [
         render_table(cells, numbered=True),
         "",
-        f"{sum(c.flagged for c in cells)} of {sum(c.diff is not None for c in cells)} "
-        "compared cells flagged.",
+        f"{flagged} of {sum(c.diff is not None for c in cells)} compared cells flagged.",
     ]
     if dips := tail_note(cells):
-        text += ["", dips]
+        lines += ["", dips]
     if reasons := reason_notes(cells):
-        text += ["", "Reasons for the flagged cells:", ""]
-        text += [f"{k}. {note}" for k, note in enumerate(reasons, 1)]
-    return "\n".join(text)
+        lines += ["", "Reasons for the flagged cells:", ""]
+        lines += [f"{k}. {text}" for k, text in enumerate(reasons, 1)]
+    return lines
