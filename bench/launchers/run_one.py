@@ -300,7 +300,7 @@ class _Recorded(Progress):
 
     def start(self, run_id: str, total_steps: int, start_step: int) -> None:
         self.pace = Pace(total_steps, start_step)
-        self.run_dir.heartbeat(resumed_from=start_step, step=start_step, total_steps=total_steps)
+        self.run_dir.heartbeat(resumed_from=start_step, **self.pace.fields())
         self.inner.start(run_id, total_steps, start_step)
 
     def advance(self, step: int) -> None:

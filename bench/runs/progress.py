@@ -70,12 +70,15 @@ class Pace:
         return None if rate is None else (self.total - self.step) / rate
 
     def fields(self) -> dict[str, Any]:
-        """For status.json: step, total_steps, and steps_per_s / eta_s once known."""
-        out: dict[str, Any] = {"step": self.step, "total_steps": self.total}
+        """For status.json: step, total_steps, steps_per_s and eta_s (None until known, so a
+        resumed run's status never shows the pace its interrupted start had reached)."""
         rate = self.steps_per_s()
-        if rate is not None:
-            out.update(steps_per_s=round(rate, 3), eta_s=round((self.total - self.step) / rate, 1))
-        return out
+        return {
+            "step": self.step,
+            "total_steps": self.total,
+            "steps_per_s": None if rate is None else round(rate, 3),
+            "eta_s": None if rate is None else round((self.total - self.step) / rate, 1),
+        }
 
     def text(self) -> str:
         """``step 120/240 (50 %), 35.2 steps/s, ETA 3s``."""

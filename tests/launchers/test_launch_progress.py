@@ -16,7 +16,7 @@ from support.planted import selections
 from debias_bench.cli import main
 from debias_bench.commands.status import collect, counts_and_eta
 from debias_bench.config.run_config import make_config
-from debias_bench.launchers.run_one import run_one
+from debias_bench.launchers.run_one import _Recorded, run_one
 from debias_bench.launchers.scheduler import (
     Ended,
     Launcher,
@@ -32,12 +32,13 @@ from debias_bench.runs.progress import Live, LogLines, Pace, Progress
 from debias_bench.runs.provenance import config_json
 from debias_bench.runs.states import RunState
 from debias_bench.runs.store import RunStore
+from debias_bench.tracking.session import RunTracking
 
 
 def test_pace_times_the_steps_after_the_first():
     pace = Pace(total=100, start_step=0)
     assert pace.advance(1) is True and pace.steps_per_s() is None  # set-up is not timed
-    assert pace.fields() == {"step": 1, "total_steps": 100}
+    assert pace.fields() == {"step": 1, "total_steps": 100, "steps_per_s": None, "eta_s": None}
     pace.advance(11)
     pace.first_at -= 10.0  # ten steps in ten seconds
     assert abs(pace.steps_per_s() - 1.0) < 0.01
@@ -132,7 +133,7 @@ def test_a_running_run_reports_its_step_pace_and_eta(tmp_path, toy_place, monkey
     run.join()
     running = [s for s in seen if s.get("state") == "running" and s.get("total_steps")]
     assert running and min(s["step"] for s in running) <= 5  # reported from the first steps
-    paced = [s for s in running if "eta_s" in s and 0 < s["step"] < 150]
+    paced = [s for s in running if s.get("eta_s") is not None and 0 < s["step"] < 150]
     assert len({s["step"] for s in paced}) >= 3  # between evaluations, not only at them
     assert all(s["steps_per_s"] > 0 and s["eta_s"] >= 0 for s in paced)  # 0.0: under 0.05 s
     assert store.run(config.run_id).status()["state"] == "done"
@@ -153,6 +154,23 @@ def test_bench_status_shows_a_running_runs_pace_and_the_eta(tmp_path, capsys):
     assert "10/100 (2/s, ETA 4" in out  # 45 s, less the moment since the heartbeat
     assert "1 running (step 10/100, 2 steps/s, ETA 4" in out
     assert "1 pending (of 2); ETA 1m3" in out  # 45 s left + one more run of 5 + 45 s
+
+
+def test_a_resumed_run_shows_no_pace_until_its_own_steps_are_timed(tmp_path):
+    """A resumed sweep read "35.9 steps/s, ETA 0s": the status still held the pace and ETA
+    its interrupted start had written, less the hours since (clipped to 0 s)."""
+    store = RunStore(tmp_path)
+    config = make_config("vanilla", "toy", 20, 0)
+    run_dir = store.run(config.run_id)
+    run_dir.plan(config_json(config))
+    with run_dir.claim():
+        left = {"step": 500, "total_steps": 1000, "steps_per_s": 35.9, "eta_s": 13.9}
+        run_dir.transition(RunState.RUNNING, started=time.time() - 3600, heartbeat=0.0, **left)
+        _Recorded(run_dir, None, RunTracking([], run_dir, "test")).start(config.run_id, 1000, 500)
+        live = Live.from_status(run_dir.status())
+    assert live is not None and (live.step, live.total) == (500, 1000)
+    assert live.steps_per_s is None and live.eta_s is None
+    assert live.text() == "step 500/1000"
 
 
 class _Starts(Launcher):
