@@ -9,8 +9,8 @@ and its validation split, and every projection used them without a word. So a re
 whose class takes one of these from another *registered* dataset is refused, naming the
 attribute and what to declare. A base class that is not itself a registered dataset (a
 family's builder, such as ``ColourBiasedDigits``) describes what it builds: its values may be
-inherited. ``recipe=`` (a dataset's method settings, and facts it declares none of) is
-another, explicit, mechanism: ``debias_bench.data.facts``.
+inherited. ``recipe=`` lends a dataset another's method settings only, never these facts
+(``debias_bench.data.facts``).
 """
 
 from __future__ import annotations

@@ -3,15 +3,19 @@
 A family declares on its class (``DatasetFamily``): ``presets`` (per preset, the hyperparameter
 values and build options it sets), ``train_sizes`` (per ratio, for ``bench perf``) and
 ``valid_split`` (what its validation split is). A dataset registered with ``recipe="X"``
-follows X's method settings, and X's declarations where it has none of its own:
+follows X's method settings:
 
 * a preset's hyperparameter values: X's, then its own class's (base classes first), later
   values winning key by key, so a dataset may override one value of X's and keep the rest;
   both go over the engine-wide values of ``config.PRESETS``;
 * a preset's build options: its own class's only (they are options of its family, which X's
   family may declare and it may not);
-* training-set sizes and the validation split: its own (also through a base class) when it
-  declares them, else X's, else none.
+* training-set sizes and the validation split: its own only (also through a base class that
+  is not a registered dataset: ``debias_bench.data.declared``), else none. They are facts about
+  its data, not settings: a recipe that lent its sizes once made a 10,000-image set claim
+  Colored MNIST's 54,000 in every projection. Unknown, a size leaves the run out of
+  ``bench perf --project`` with a note, and a ``run_share`` key that needs it is refused with
+  the fix.
 
 "Declares" means a non-empty value: the empty defaults on ``DatasetFamily`` declare nothing.
 """
@@ -90,12 +94,8 @@ def off_recipe_data_options(preset: str, dataset: str, options: dict[str, Any]) 
 
 
 def _declared(dataset: str, attribute: str) -> Any:
-    """``attribute`` of ``dataset``'s class when it declares it, else of its recipe's; None."""
-    for name in (dataset, dataset_recipe(dataset)):
-        value = getattr(_family(name), attribute) if name is not None else None
-        if value:
-            return value
-    return None
+    """``attribute`` of ``dataset``'s class when it declares it (never its recipe's); None."""
+    return getattr(_family(dataset), attribute) or None
 
 
 def train_size(dataset: str, ratio: float) -> int | None:

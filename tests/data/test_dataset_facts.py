@@ -141,12 +141,19 @@ def test_a_subclass_overrides_one_value_of_its_base_class_preset():
     assert class_preset(ColoredMNIST, "ci").hparams["steps"] == 240
 
 
-def test_sizes_and_valid_split_come_from_the_recipe_unless_declared(plugin):
+def test_sizes_and_valid_split_are_never_taken_from_the_recipe(plugin):
+    """Issue 39.12: a recipe lends method settings, not facts about another set's data (a
+    10,100-image set with recipe=... claimed the recipe's training-set size)."""
     plugin("own_digits", OWN_FAMILY.replace("{name}", "own_digits").replace("{recipe}", "cmnist"))
-    assert train_size("own_digits", 1.0) == train_size("cmnist", 1.0) == 54_000
-    assert run_steps("vanilla", "own_digits", 1.0) == run_steps("vanilla", "cmnist", 1.0)
-    assert valid_split_note("own_digits") == valid_split("cmnist")
-    assert "6,000 held-out MNIST" in valid_split_note("own_digits")
+    assert train_size("cmnist", 1.0) == 54_000
+    assert train_size("own_digits", 1.0) is None
+    assert run_steps("vanilla", "own_digits", 1.0) is None  # left out of a projection
+    assert valid_split("own_digits") is None
+    assert valid_split_note("own_digits") == "the dataset's own valid split"
+    # the recipe's presets still apply: a run_share key needs the unknown size, and says so
+    with pytest.raises(ConfigError, match="declares no training-set size") as refused:
+        make_config("disent", "own_digits", 1.0, 0, preset="quick")
+    assert "declare train_sizes on own_digits's family" in refused.value.hint
     # a subclass of the digits family declares its own (its base class's) split
     plugin("cdigits3", _digits("cdigits3", "train_sizes = {1.0: 100}"))
     assert "option valid_size" in valid_split_note("cdigits3")
