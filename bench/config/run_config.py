@@ -176,20 +176,23 @@ def method_hparams(method: str) -> dict[str, HParam]:
 
 @cache
 def yaml_keys(method: str) -> frozenset[str]:
-    """Every key the method's YAML names, in any layer (``RunConfig.identity`` needs it)."""
+    """Every key the method's YAML names in a layer of its recipe (``defaults``, ``datasets``,
+    ``protocols`` and their ``ratios``), not in a preset's: ``RunConfig.identity`` needs it. A
+    preset's layer names keys for its own runs only, so naming a key there (DeNetDM's
+    ``image_size`` under ``smoke``) must not move the ids of every other run of the method."""
     doc = method_yaml(method)
     keys: set[str] = set()
 
     def collect(layer: dict[str, Any] | None) -> None:
         for key, value in (layer or {}).items():
-            if key in ("ratios", "presets"):
+            if key == "ratios":
                 for sub in (value or {}).values():
                     collect(sub)
-            else:
+            elif key != "presets":
                 keys.add(key)
 
     collect(doc.get("defaults"))
-    for table in ("datasets", "protocols", "presets"):
+    for table in ("datasets", "protocols"):
         for layer in (doc.get(table) or {}).values():
             collect(layer)
     return frozenset(keys)
@@ -346,7 +349,8 @@ def resolve_hparams(
 
 def _left_out_of_identity(method: str, key: str, value: Any) -> bool:
     """Speed-only keys, and engine keys declared after ids were published while they sit at
-    their default and the method's YAML does not name them (so those ids stay valid)."""
+    their default and no recipe layer of the method's YAML names them (so those ids stay
+    valid: :func:`yaml_keys`)."""
     if key in SPEED_KEYS:
         return True
     param = next((p for p in ENGINE_HPARAMS if p.name == key), None)
