@@ -216,6 +216,18 @@ def test_every_count_of_methods_is_the_registrys(registries):
     assert seen >= 3  # the README's headline, the docs' home page, the paper grid
 
 
+@pytest.mark.parametrize("path", [README, DOCS / "index.md"], ids=["README", "index.md"])
+def test_the_headline_names_every_method_beyond_the_papers(path, registries):
+    """The headline's count is the registry's (above), and its parenthesis names the methods
+    beyond the paper's 8: it read "(the paper's 8 methods and GroupDRO, JTT and PGD)" under a
+    count of 14 once LC, DeNetDM and DFR had landed."""
+    paper = yaml.safe_load(text_of(REFERENCE))["methods"]
+    headline = " ".join(text_of(path).split("\n\n")[1].split())  # the first paragraph
+    named = headline.split("methods x", 1)[1].split(")", 1)[0]
+    beyond = [e["display_name"] for e in registries["methods"] if e["name"] not in paper]
+    assert beyond and [m for m in beyond if m not in named] == [], named
+
+
 def test_the_run_states_and_failure_reasons_listed_are_the_enums():
     from debias_bench.errors import FailReason
     from debias_bench.runs.states import RunState
