@@ -25,7 +25,8 @@ DATA_FACTS: dict[str, str] = {
     "spec": "spec = dataclasses.replace(Base.spec, name=..., ratios=..., image_size=(height, "
     "width), ...) with this dataset's own values",
     "train_sizes": "train_sizes = {ratio: training images, ...}, or {} when unknown "
-    "(bench perf --project then leaves it out)",
+    "(bench perf --project then leaves it out, and a step count that keeps its share of a run "
+    "is refused on it)",
     "valid_split": 'valid_split = "what its validation split is", or "" when it has none to '
     "describe",
 }

@@ -18,7 +18,8 @@ reads the prepared labels and stamps of the files its runs read before any run f
 
 What a dataset knows for the engine (its presets' values, its training-set sizes, what its
 validation split is) is declared on its class too (``presets``, ``train_sizes``,
-``valid_split``); ``debias_bench.data.facts`` resolves each with the dataset's recipe.
+``valid_split``); ``debias_bench.data.facts`` resolves them, presets' values with the
+dataset's recipe, the facts about its data from its own class only.
 """
 
 from __future__ import annotations

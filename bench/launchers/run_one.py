@@ -261,6 +261,8 @@ def _start(
         started=time.time(),
         first_started=previous.get("first_started") or time.time(),
         resumed_from=None,
+        steps_per_s=None,  # the pace of the start before, until this one's steps are timed
+        eta_s=None,
         note=decision.note,
         error=None,
         errno=None,

@@ -2,7 +2,7 @@
 
 A run of the paper configuration takes ``steps x ms/step``, where ``steps`` is the
 configuration's ``steps`` when set, else ``epochs x ceil(train size / batch size)`` with
-the training-set size the dataset declares (``DatasetFamily.train_sizes``, or its recipe's);
+the training-set size the dataset declares (``DatasetFamily.train_sizes``, never its recipe's);
 the grid is the sum over datasets x methods x ratios x seeds. Runs are independent and each
 uses one device, so N devices take ``max(total / N, longest run)``. Not included:
 evaluation (every epoch in the paper configurations), preparation stages (LfF+BE's

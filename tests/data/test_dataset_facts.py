@@ -1,5 +1,6 @@
 """What a dataset knows lives on its family class: its presets' values, its training-set sizes
-and its validation split, inherited from the dataset named by ``recipe=`` and overridable.
+and its validation split: presets' values also from the dataset named by ``recipe=`` (and
+overridable), the facts about its data from its own class only.
 The plugins are real files written to a temporary folder and imported by path."""
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from support.planted import selections
 from debias_bench.cli import main
 from debias_bench.commands.status import collect, counts_and_eta
 from debias_bench.config.run_config import make_config
-from debias_bench.launchers.run_one import _Recorded, run_one
+from debias_bench.launchers.run_one import _Recorded, _start, run_one
 from debias_bench.launchers.scheduler import (
     Ended,
     Launcher,
@@ -30,7 +30,7 @@ from debias_bench.runs.eta import sweep_eta
 from debias_bench.runs.heartbeat import Heartbeat
 from debias_bench.runs.progress import Live, LogLines, Pace, Progress
 from debias_bench.runs.provenance import config_json
-from debias_bench.runs.states import RunState
+from debias_bench.runs.states import Decision, RunState
 from debias_bench.runs.store import RunStore
 from debias_bench.tracking.session import RunTracking
 
@@ -166,11 +166,15 @@ def test_a_resumed_run_shows_no_pace_until_its_own_steps_are_timed(tmp_path):
     with run_dir.claim():
         left = {"step": 500, "total_steps": 1000, "steps_per_s": 35.9, "eta_s": 13.9}
         run_dir.transition(RunState.RUNNING, started=time.time() - 3600, heartbeat=0.0, **left)
+        run_dir.transition(RunState.INTERRUPTED, ended=time.time() - 3000)
+        _start(run_dir, Decision(True, RunState.RUNNING), torch.device("cpu"), {})
+        loading = Live.from_status(run_dir.status())  # data and checkpoint still loading
         _Recorded(run_dir, None, RunTracking([], run_dir, "test")).start(config.run_id, 1000, 500)
-        live = Live.from_status(run_dir.status())
-    assert live is not None and (live.step, live.total) == (500, 1000)
-    assert live.steps_per_s is None and live.eta_s is None
-    assert live.text() == "step 500/1000"
+        resumed = Live.from_status(run_dir.status())
+    for live in (loading, resumed):
+        assert live is not None and (live.step, live.total) == (500, 1000)
+        assert live.steps_per_s is None and live.eta_s is None
+        assert live.text() == "step 500/1000"
 
 
 class _Starts(Launcher):
