@@ -229,6 +229,22 @@ def test_the_headline_names_every_method_beyond_the_papers(path, registries):
     assert beyond and beyond <= names, named
 
 
+def test_the_reproduction_pages_comparison_rows_are_the_generated_ones():
+    """docs/reproduction.md shows the measured rows of the comparison tables that `bench
+    reproduce table` writes into results/reproduction/README.md: each row must be one of the
+    generated rows, so a rerun that changes a number fails here until the page is updated."""
+    header = "| method | ratio (%) | ours | n | paper | ours − paper | flag | reason |"
+    generated = set(text_of(REPO / "results" / "reproduction" / "README.md").splitlines())
+    rows = []
+    for table in text_of(DOCS / "reproduction.md").split(header)[1:]:
+        for row in table.splitlines()[2:]:
+            if not row.startswith("|"):
+                break
+            rows.append(row)
+    assert len(rows) >= 30  # both tables: the paper's Table 1 and LC's and DeNetDM's
+    assert [row for row in rows if row not in generated] == []
+
+
 def test_the_run_states_and_failure_reasons_listed_are_the_enums():
     from debias_bench.errors import FailReason
     from debias_bench.runs.states import RunState
