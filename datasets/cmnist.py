@@ -87,6 +87,7 @@ class ColourBiasedDigits(ImportableFamily):
         class ColoredFashion(ColourBiasedDigits):
             raw_source = IdxSource("Fashion-MNIST", folders=("fashion",), mirrors=(...))
             spec = dataclasses.replace(ColoredMNIST.spec, name="cfashion")
+            train_sizes = dict.fromkeys(spec.ratios, 54_000)  # its own: never a recipe's
     """
 
     raw_source: ClassVar[IdxSource] = mnist_raw.MNIST
