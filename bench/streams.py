@@ -138,8 +138,11 @@ def stream_seed(seed: int, name: str, *index: int) -> int:
 
 
 def generator(seed: int, name: str, *index: int) -> torch.Generator:
-    """A CPU ``torch.Generator`` on stream ``name`` (seeded with :func:`stream_seed`)."""
-    return torch.Generator().manual_seed(stream_seed(seed, name, *index))
+    """A CPU ``torch.Generator`` on stream ``name``, seeded with :func:`stream_seed` modulo
+    2**64, the widest seed torch takes: a legacy derivation of a 64-bit stream seed (a
+    preparation stage's own ``batch_order``: ``seed * 1_000_003 + epoch``) overflows it, and
+    every seed that fitted keeps its value."""
+    return torch.Generator().manual_seed(stream_seed(seed, name, *index) % 2**64)
 
 
 def rng(seed: int, name: str, *index: int) -> np.random.Generator:

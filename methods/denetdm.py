@@ -80,8 +80,9 @@ SHALLOW = ("mlp", "cnn3", "cnn4")
 
 def stage_seed(seed: int, name: str) -> int:
     """The seed of a preparation stage's own ``TrainStream``: stream ``name`` cut to a run seed's
-    range (a hashed stream seed is a 64-bit word, and the stream's batch order multiplies its
-    seed by 1,000,003: past 2**63 torch refuses it)."""
+    range. It worked around torch refusing the stream's batch order of a 64-bit seed
+    (``seed * 1,000,003``), which ``streams.generator`` now takes modulo 2**64; the cut stays, so
+    DeNetDM's stored runs keep their stage-1 batches and results."""
     return stream_seed(seed, name) % 2**32
 
 

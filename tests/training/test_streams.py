@@ -119,6 +119,21 @@ def test_streams_differ_by_name_seed_and_index_and_repeat_exactly():
     assert torch.equal(torch.rand(5, generator=a), torch.rand(5, generator=b))
 
 
+def test_a_stage_streams_batch_order_takes_a_64_bit_seed():
+    """A preparation stage draws its batches from a stream of its own, whose seed is a 64-bit
+    word; the legacy batch order multiplies it by 1,000,003, which torch refused (overflow):
+    DeNetDM cut its stage seed to 32 bits around it. Seeds that fitted keep their value."""
+    stage = stream_seed(0, "my_method.stage1")
+    assert stage >= 2**32 and stage * 1_000_003 >= 2**64  # what torch refused
+    drawn = torch.rand(3, generator=generator(stage, "batch_order", 5))
+    again = torch.Generator().manual_seed((stage * 1_000_003 + 5) % 2**64)
+    assert torch.equal(drawn, torch.rand(3, generator=again))
+    small = torch.Generator().manual_seed(7 * 1_000_003 + 5)  # a run seed's: unchanged
+    assert torch.equal(
+        torch.rand(3, generator=generator(7, "batch_order", 5)), torch.rand(3, generator=small)
+    )
+
+
 @pytest.mark.parametrize("bad", [-1, 1.5, True])
 def test_bad_seed_or_index_is_refused(bad):
     with pytest.raises(ValueError, match="non-negative integers"):
