@@ -145,6 +145,9 @@ class Sweep:
 
 #: how often a sweep re-reads the runs it waits for and its running runs' progress
 WATCH_EVERY_S = 2.0
+#: how often it looks for its runs still to start in another process's hands (a status read
+#: each, so less often: a grid may queue thousands)
+ELSEWHERE_EVERY_S = 30.0
 
 
 def _held_note(run_dir: RunDir) -> str:
@@ -224,6 +227,9 @@ class SweepLoop:
         self.finished = finished_timings(store)
         self.progress: dict[str, Live | None] = {}  # running run id -> its heartbeat's progress
         self.watched_at = 0.0
+        #: run id still to start here -> its progress where another live process trains it
+        self.elsewhere: dict[str, Live | None] = {}
+        self.elsewhere_at = -ELSEWHERE_EVERY_S
 
     # ---------------------------------------------------------------- the loop
     def run(self, should_stop: Callable[[], bool]) -> Sweep:
@@ -369,6 +375,7 @@ class SweepLoop:
         self.watched_at = time.monotonic()
         self.read_progress()
         self.release_held()
+        self.read_elsewhere()
 
     def read_progress(self) -> None:
         self.progress.clear()
@@ -377,6 +384,22 @@ class SweepLoop:
                 with contextlib.suppress(Exception):  # a torn or foreign file: no progress
                     self.progress[run_id] = Live.from_status(self.store.run(run_id).status())
                 self.progress.setdefault(run_id, None)
+
+    def read_elsewhere(self) -> None:
+        """Every ``ELSEWHERE_EVERY_S``: the runs still to start here (or held) that another
+        live process is training, an overlapping sweep over the same store, with their
+        progress. The ETA counts them as running there, as `bench status` does: counted as runs
+        still to start, two sweeps sharing two cores each said 1h12m where 30 min were left."""
+        if time.monotonic() - self.elsewhere_at < ELSEWHERE_EVERY_S:
+            return
+        self.elsewhere_at = time.monotonic()
+        self.elsewhere = {}
+        for run_id in [*(t.run_id for t in self.queue), *self.held]:
+            run_dir = self.store.run(run_id)
+            with contextlib.suppress(Exception):  # a torn or foreign file: not known to run
+                status = run_dir.status()
+                if status.get("state") == RunState.RUNNING and run_dir.lock_held():
+                    self.elsewhere[run_id] = Live.from_status(status)
 
     def release_held(self) -> None:
         """Settle the held runs whose holder let go of them."""
@@ -406,12 +429,15 @@ class SweepLoop:
             for r, state in active.items()
             if state == RunState.RUNNING
         ]
-        waiting: list[str | None] = [self.kinds[t.run_id] for t in (*self.queue, *self.not_started)]
-        waiting += [self.kinds[r] for r in self.held]
-        waiting += [self.kinds[r] for r, state in active.items() if state != RunState.RUNNING]
+        to_start = [*(t.run_id for t in (*self.queue, *self.not_started)), *self.held]
+        elsewhere = {r: self.elsewhere[r] for r in to_start if r in self.elsewhere}
+        queued = [self.kinds[r] for r, state in active.items() if state != RunState.RUNNING]
+        waiting: list[str | None] = [self.kinds[r] for r in to_start if r not in elsewhere]
+        waiting += queued
         unknown = counts[RunState.PENDING] + counts["queued"] + counts["held"] - len(waiting)
-        waiting += [None] * max(0, unknown)
-        eta = time_left(self.finished, waiting, running)
+        waiting += [None] * max(0, unknown - len(elsewhere))  # counted, kind not known here
+        there = [(self.kinds[r], live) for r, live in elsewhere.items()]
+        eta = time_left(self.finished, waiting, running + there)
         self.live.update(counts, eta, force, [p for _, p in running if p is not None])
 
     # ---------------------------------------------------------------- the end

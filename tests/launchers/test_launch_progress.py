@@ -239,6 +239,36 @@ def test_the_sweep_and_bench_status_show_one_eta_for_one_store(tmp_path):
     assert sweep_line.split("; ETA ")[-1] == summary_line(counts, 8, eta).split("; ETA ")[-1]
 
 
+def test_a_run_another_sweep_trains_counts_as_running_there(tmp_path):
+    """Two sweeps over one store, one run each at a time: each counted the other's running
+    run as one still to start, in series with its own, and said ETA 1h12m where bench status
+    (and the end, 30 min later) agreed on half that."""
+    store = RunStore(tmp_path)
+    for seed in (0, 1):
+        _done(store, seed, "quick", 20.0)
+    configs = [make_config("vanilla", "toy", 20, seed, preset="quick") for seed in (10, 11, 12, 13)]
+    stream = io.StringIO()
+    loop = SweepLoop(_Starts(), configs, store, Policy(), {}, LiveSummary(4, stream, 0.0))
+    for config in configs:
+        store.run(config.run_id).plan(config_json(config))
+        loop.settle(config, loop.decide(config.run_id))
+    loop.fill_free_slots()  # ours starts the first; the second is still queued here
+    ours, theirs = store.run(configs[0].run_id), store.run(configs[1].run_id)
+    with ours.claim(), theirs.claim():  # this process plays both workers
+        for run_dir, eta_s in ((ours, 5.5), (theirs, 8.0)):
+            pace = {"step": 50, "total_steps": 100, "steps_per_s": 10.0, "eta_s": eta_s}
+            run_dir.transition(RunState.RUNNING, attempt=1, started=time.time() - 5, **pace)
+            run_dir.heartbeat()
+        loop.watch()
+        loop.report(force=True)
+        counts, eta = counts_and_eta(collect(store))
+    sweep_line = stream.getvalue().strip().splitlines()[-1]
+    # both running (5.5 s and 8 s left), two still to start at 20 s each, spread over two
+    assert eta is not None and abs(eta - (5.5 + 8.0 + 2 * 20) / 2) < 0.5
+    assert sweep_line.endswith("; ETA 26s"), sweep_line
+    assert "1 running" in sweep_line  # its own count: the other sweep's run is not its own
+
+
 def test_bench_status_shows_each_runs_preset_and_protocol_and_whole_clauses(tmp_path, capsys):
     """Issue 39.6: runs of two presets in one store could not be told apart, and a note was
     cut inside a clause ("...stopped at step 1; rerun to")."""
