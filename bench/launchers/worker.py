@@ -113,7 +113,7 @@ def run_job(job: WorkerJob, lifeline: Connection | None = None) -> int:
         print(
             f"RunIdError: this worker's code gives the run id {config.run_id}, the sweep planned "
             f"{job.planned_id}: the code or a method's defaults changed while the sweep ran; "
-            "rerun the sweep",
+            "this run did not start: rerun the sweep with --retry-failed",
             file=sys.stderr,
         )
         return EXIT_FAILED

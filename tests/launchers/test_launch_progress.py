@@ -261,7 +261,7 @@ def test_a_run_another_sweep_trains_counts_as_running_there(tmp_path):
             run_dir.heartbeat()
         loop.watch()
         loop.report(force=True)
-        counts, eta = counts_and_eta(collect(store))
+        _, eta = counts_and_eta(collect(store))
     sweep_line = stream.getvalue().strip().splitlines()[-1]
     # both running (5.5 s and 8 s left), two still to start at 20 s each, spread over two
     assert eta is not None and abs(eta - (5.5 + 8.0 + 2 * 20) / 2) < 0.5

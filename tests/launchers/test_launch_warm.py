@@ -91,6 +91,7 @@ def test_a_worker_refuses_a_config_that_is_not_the_planned_run(tmp_path, toy_pla
     assert worker.wait() == 1 and worker.finish() == "failed"
     error = RunStore(tmp_path / "runs").run(job.planned_id).status()["error"]
     assert "RunIdError" in error and "changed while the sweep ran" in error
+    assert "rerun the sweep with --retry-failed" in error  # failed: a plain rerun skips it
     assert not RunStore(tmp_path / "runs").run(config.run_id).path.exists()
 
 
