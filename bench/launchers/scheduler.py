@@ -434,8 +434,9 @@ class SweepLoop:
         queued = [self.kinds[r] for r, state in active.items() if state != RunState.RUNNING]
         waiting: list[str | None] = [self.kinds[r] for r in to_start if r not in elsewhere]
         waiting += queued
-        unknown = counts[RunState.PENDING] + counts["queued"] + counts["held"] - len(waiting)
-        waiting += [None] * max(0, unknown - len(elsewhere))  # counted, kind not known here
+        counted = counts[RunState.PENDING] + counts["queued"] + counts["held"]
+        unlisted = counted - len(to_start) - len(queued)  # counted, their kind unknown here
+        waiting += [None] * max(0, unlisted)
         there = [(self.kinds[r], live) for r, live in elsewhere.items()]
         eta = time_left(self.finished, waiting, running + there)
         self.live.update(counts, eta, force, [p for _, p in running if p is not None])

@@ -72,21 +72,21 @@ class Pace:
     def fields(self) -> dict[str, Any]:
         """For status.json: step, total_steps, steps_per_s and eta_s (None until known, so a
         resumed run's status never shows the pace its interrupted start had reached)."""
-        rate = self.steps_per_s()
+        rate, eta = self.steps_per_s(), self.eta_s()
         return {
             "step": self.step,
             "total_steps": self.total,
             "steps_per_s": None if rate is None else round(rate, 3),
-            "eta_s": None if rate is None else round((self.total - self.step) / rate, 1),
+            "eta_s": None if eta is None else round(eta, 1),
         }
 
     def text(self) -> str:
         """``step 120/240 (50 %), 35.2 steps/s, ETA 3s``."""
         pct = 100 * self.step / max(1, self.total)
         text = f"step {self.step}/{self.total} ({pct:.0f} %)"
-        rate = self.steps_per_s()
-        if rate is not None:
-            text += f", {rate:.3g} steps/s, ETA {fmt_duration((self.total - self.step) / rate)}"
+        rate, eta = self.steps_per_s(), self.eta_s()
+        if rate is not None and eta is not None:
+            text += f", {rate:.3g} steps/s, ETA {fmt_duration(eta)}"
         return text
 
 

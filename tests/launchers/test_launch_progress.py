@@ -15,7 +15,7 @@ from support.planted import selections
 
 from debias_bench.cli import main
 from debias_bench.commands.status import collect, counts_and_eta
-from debias_bench.config.run_config import make_config
+from debias_bench.config.run_config import RunConfig, make_config
 from debias_bench.launchers.run_one import _Recorded, _start, run_one
 from debias_bench.launchers.scheduler import (
     Ended,
@@ -210,13 +210,11 @@ def _done(store: RunStore, seed: int, preset: str, seconds: float) -> None:
     run_dir.transition(RunState.DONE, exit_code=0, ended=1000.0 + seconds, total_steps=100)
 
 
-def test_the_sweep_and_bench_status_show_one_eta_for_one_store(tmp_path):
-    """Issue 39.6: bench status read ETA 2h28m while the sweep said 18m12s. Done runs of
-    another preset (here paper, 1000 s each) took part in status's estimate of a quick run,
-    and the two counted finished runs and parallelism each their own way."""
-    store = RunStore(tmp_path)
+def _quick_sweep(store: RunStore) -> tuple[list[RunConfig], SweepLoop, io.StringIO]:
+    """A sweep of four quick runs over ``store``, beside two done quick runs of 20 s each,
+    with its first run started (by ``_Starts``: the test plays the worker) and the rest
+    queued; the summary lines go to the returned stream."""
     for seed in (0, 1):
-        _done(store, seed, "paper", 1000.0)
         _done(store, seed, "quick", 20.0)
     configs = [make_config("vanilla", "toy", 20, seed, preset="quick") for seed in (10, 11, 12, 13)]
     stream = io.StringIO()
@@ -225,6 +223,17 @@ def test_the_sweep_and_bench_status_show_one_eta_for_one_store(tmp_path):
         store.run(config.run_id).plan(config_json(config))
         loop.settle(config, loop.decide(config.run_id))
     loop.fill_free_slots()  # the first one starts
+    return configs, loop, stream
+
+
+def test_the_sweep_and_bench_status_show_one_eta_for_one_store(tmp_path):
+    """Issue 39.6: bench status read ETA 2h28m while the sweep said 18m12s. Done runs of
+    another preset (here paper, 1000 s each) took part in status's estimate of a quick run,
+    and the two counted finished runs and parallelism each their own way."""
+    store = RunStore(tmp_path)
+    for seed in (0, 1):
+        _done(store, seed, "paper", 1000.0)
+    configs, loop, stream = _quick_sweep(store)
     running = store.run(configs[0].run_id)
     with running.claim():  # this process plays its worker
         pace = {"step": 50, "total_steps": 100, "steps_per_s": 10.0, "eta_s": 5.5}
@@ -243,16 +252,8 @@ def test_a_run_another_sweep_trains_counts_as_running_there(tmp_path):
     """Two sweeps over one store, one run each at a time: each counted the other's running
     run as one still to start, in series with its own, and said ETA 1h12m where bench status
     (and the end, 30 min later) agreed on half that."""
-    store = RunStore(tmp_path)
-    for seed in (0, 1):
-        _done(store, seed, "quick", 20.0)
-    configs = [make_config("vanilla", "toy", 20, seed, preset="quick") for seed in (10, 11, 12, 13)]
-    stream = io.StringIO()
-    loop = SweepLoop(_Starts(), configs, store, Policy(), {}, LiveSummary(4, stream, 0.0))
-    for config in configs:
-        store.run(config.run_id).plan(config_json(config))
-        loop.settle(config, loop.decide(config.run_id))
-    loop.fill_free_slots()  # ours starts the first; the second is still queued here
+    configs, loop, stream = _quick_sweep(RunStore(tmp_path))  # the second still queued here
+    store = loop.store
     ours, theirs = store.run(configs[0].run_id), store.run(configs[1].run_id)
     with ours.claim(), theirs.claim():  # this process plays both workers
         for run_dir, eta_s in ((ours, 5.5), (theirs, 8.0)):
