@@ -45,7 +45,7 @@ _API: dict[str, str] = {
     "UNIFORM": "debias_bench.training.sampling",
     "GroupBalanced": "debias_bench.training.sampling",
     "Weighted": "debias_bench.training.sampling",
-    "sampling_option": "debias_bench.training.sampling",
+    "sampling_option": "debias_bench.config.sampling",
     "stream_seed": "debias_bench.streams",
     "generator": "debias_bench.streams",
     "rng": "debias_bench.streams",
@@ -276,6 +276,7 @@ if not any(isinstance(finder, _MovedModules) for finder in sys.meta_path):
 
 if TYPE_CHECKING:  # what static tools (mypy, the docs) see of the lazy names
     from debias_bench.config.hparams import REQUIRED, EngineParams, hparam
+    from debias_bench.config.sampling import sampling_option
     from debias_bench.config.search import Around, Choice, IntRange, LogUniform, Uniform
     from debias_bench.data.contract import Batch, DatasetSpec, Split, Splits, TrainStream
     from debias_bench.data.family import DatasetFamily, PresetValues
@@ -312,10 +313,4 @@ if TYPE_CHECKING:  # what static tools (mypy, the docs) see of the lazy names
     from debias_bench.tracking.base import TRACKERS, TrackedRun, Tracker, register_tracker
     from debias_bench.training.method import Method, TrainEnv
     from debias_bench.training.metrics import predict_labels
-    from debias_bench.training.sampling import (
-        UNIFORM,
-        GroupBalanced,
-        Sampler,
-        Weighted,
-        sampling_option,
-    )
+    from debias_bench.training.sampling import UNIFORM, GroupBalanced, Sampler, Weighted

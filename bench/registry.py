@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import importlib.util
 import pkgutil
 import re
+import sys
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from debias_bench.errors import UnknownNameError
@@ -22,15 +25,40 @@ T = TypeVar("T")
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Entry(Generic[T]):
-    """A registered object with the metadata shown by ``bench list``."""
+    """A registered object with the metadata shown by ``bench list``.
+
+    Registered with :meth:`Registry.register`, the entry holds its object; declared with
+    :meth:`Registry.declare`, only where it lives (``module:attribute``), imported on the first
+    read of :attr:`obj`: a method's trainer imports torch, and listing or configuring it must
+    not."""
 
     name: str
-    obj: T
     display_name: str
     citation: str
     meta: dict[str, Any] = field(default_factory=dict)
+    #: ``module:attribute`` of a declared entry's object ("" for a registered one)
+    where: str = ""
+    _loaded: list[T] = field(default_factory=list, repr=False)
+
+    @property
+    def module(self) -> str:
+        """The name of the module that defines the object (imports nothing)."""
+        if self.where:
+            return self.where.partition(":")[0]
+        return str(getattr(self._loaded[0], "__module__", ""))
+
+    @property
+    def loaded(self) -> bool:
+        return bool(self._loaded)
+
+    @property
+    def obj(self) -> T:
+        if not self._loaded:
+            module, _, attribute = self.where.partition(":")
+            self._loaded.append(getattr(importlib.import_module(module), attribute))
+        return self._loaded[0]
 
 
 class Registry(Generic[T]):
@@ -55,22 +83,41 @@ class Registry(Generic[T]):
         """Decorator that registers ``obj`` under ``name``; duplicate names raise ValueError."""
 
         def decorator(obj: T) -> T:
-            if not NAME.fullmatch(name):  # it becomes part of run ids and file names
-                raise ValueError(
-                    f"{self.kind} name {name!r} is not a plain name: letters, digits, _ and - "
-                    "only (no /, .., spaces)"
-                )
-            if name in self._entries:
-                raise ValueError(
-                    f"{self.kind} {name!r} is already registered "
-                    f"(by {self._entries[name].obj!r}); pick another name"
-                )
+            self._add_checked_name(name)
             for check in self._checks:
                 check(name, obj)
-            self._entries[name] = Entry(name, obj, display_name, citation, dict(meta))
+            self._add(Entry(name, display_name, citation, dict(meta), _loaded=[obj]))
             return obj
 
         return decorator
+
+    def declare(
+        self, name: str, where: str, *, display_name: str, citation: str = "", **meta: Any
+    ) -> None:
+        """Register ``name`` for the object at ``where`` (``module:attribute``), imported when
+        first looked up (:attr:`Entry.obj`); the checks of :meth:`add_check` see the metadata
+        only, so a declared kind's own declaration function checks what it declares."""
+        if where.count(":") != 1 or not all(where.split(":")):
+            raise ValueError(f"{self.kind} {name!r}: where={where!r} is not 'module:attribute'")
+        self._add(Entry(name, display_name, citation, dict(meta), where=where))
+
+    def _add_checked_name(self, name: str) -> None:
+        """Refuse a name that is not plain or already taken (before a check runs)."""
+        if not NAME.fullmatch(name):  # it becomes part of run ids and file names
+            raise ValueError(
+                f"{self.kind} name {name!r} is not a plain name: letters, digits, _ and - "
+                "only (no /, .., spaces)"
+            )
+        if name in self._entries:
+            known = self._entries[name]
+            raise ValueError(
+                f"{self.kind} {name!r} is already registered "
+                f"(by {known.where or known.obj!r}); pick another name"
+            )
+
+    def _add(self, entry: Entry[T]) -> None:
+        self._add_checked_name(entry.name)
+        self._entries[entry.name] = entry
 
     def unregister(self, name: str) -> None:
         """Remove an entry (used by tests and by plugins that replace a built-in)."""
@@ -90,7 +137,7 @@ class Registry(Generic[T]):
 
     def registered_as(self, obj: object) -> str | None:
         """The first name ``obj`` is registered under so far (imports nothing), or None."""
-        return next((e.name for e in self._entries.values() if e.obj is obj), None)
+        return next((e.name for e in self._entries.values() if e.loaded and e.obj is obj), None)
 
     def get(self, name: str) -> T:
         return self.entry(name).obj
@@ -138,6 +185,23 @@ def import_modules(package: str, path: Iterable[str]) -> None:
     registers its entries when imported."""
     for module in sorted(m.name for m in pkgutil.iter_modules(list(path))):
         importlib.import_module(f"{package}.{module}")
+
+
+def module_file(name: str) -> Path | None:
+    """The source file of module ``name`` (the loaded one, else the one an import would
+    load), resolved; None when it has none (built into the interpreter, compiled, missing)."""
+    module = sys.modules.get(name)
+    if module is not None:
+        file = getattr(module, "__file__", None)
+    else:
+        try:
+            spec = importlib.util.find_spec(name)  # imports its parent packages
+        except Exception:  # not a module (an attribute of a module), or its parent is broken
+            return None
+        file = spec.origin if spec is not None and spec.has_location else None
+    if not file or not str(file).endswith(".py"):
+        return None
+    return Path(file).resolve()
 
 
 METHODS: Registry[Any] = Registry("method", "debias_bench.methods")

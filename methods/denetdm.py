@@ -57,25 +57,23 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from debias_bench.config.hparams import REQUIRED, EngineParams, hparam
-from debias_bench.config.search import LogUniform
+from debias_bench.config.hparams import EngineParams
 from debias_bench.data.contract import Batch, DatasetSpec, Splits, TrainStream
 from debias_bench.errors import ConfigError
-from debias_bench.registry import register_method
 from debias_bench.streams import stream_seed
 from debias_bench.training.backbones import Backbone, build_backbone
 from debias_bench.training.method import Method, TrainEnv
 from debias_bench.training.metrics import evaluate_split
 from debias_bench.training.optim import OptimizerSettings
 
-SHALLOW = ("mlp", "cnn3", "cnn4")
+from .declared.denetdm import DeNetDMParams
 
 
 def stage_seed(seed: int, name: str) -> int:
@@ -84,33 +82,6 @@ def stage_seed(seed: int, name: str) -> int:
     (``seed * 1,000,003``), which ``streams.generator`` now takes modulo 2**64; the cut stays, so
     DeNetDM's stored runs keep their stage-1 batches and results."""
     return stream_seed(seed, name) % 2**32
-
-
-STAGE1_SELECT = ("last", "valid_conflicting")
-
-
-@dataclass(frozen=True)
-class DeNetDMParams(EngineParams):
-    stage1_share: float = hparam(
-        REQUIRED, "stage-1 length as a share of the run's (stage 2's) length", low=0,
-        low_open=True,
-    )  # fmt: skip
-    stage1_lr: float = hparam(REQUIRED, "stage-1 Adam lr", low=0, low_open=True)
-    stage1_weight_decay: float = hparam(REQUIRED, "stage-1 Adam weight decay", low=0)
-    stage1_select: str = hparam(REQUIRED, "stage-1 model kept", choices=STAGE1_SELECT)
-    deep_backbone: str = hparam(REQUIRED, "the deep (biased) branch's network")
-    deep_hidden: tuple[int, ...] | None = hparam(None, "hidden sizes of an mlp deep branch", low=1)
-    shallow_backbone: str = hparam(REQUIRED, "the shallow (debiased) branch", choices=SHALLOW)
-    shallow_hidden: tuple[int, ...] | None = hparam(
-        None, "hidden sizes of an mlp shallow branch", low=1
-    )
-    target_proj: int | None = hparam(None, "linear layer after the target network", low=1)
-    poe_weight: float = hparam(REQUIRED, "weight of the stage-2 product-of-experts CE", low=0)
-    dist_weight: float = hparam(
-        REQUIRED, "weight of the distillation from the shallow branch", low=0,
-        search=LogUniform(0.1, 10.0),
-    )  # fmt: skip
-    temperature: float = hparam(REQUIRED, "distillation temperature T", low=0, low_open=True)
 
 
 class ShallowCNN(Backbone):
@@ -184,13 +155,6 @@ def distillation_loss(
     return -(soft * log_p).sum() / len(student) * temperature**2
 
 
-@register_method(
-    "denetdm",
-    display_name="DeNetDM",
-    citation="Sreelatha et al., DeNetDM: Debiasing by Network Depth Modulation, NeurIPS 2024",
-    needs_bias_labels=False,
-    cost="stage 1: deep + shallow branch; stage 2: target + frozen deep branch + teacher",
-)
 class DeNetDM(Method):
     Params = DeNetDMParams
     hp: DeNetDMParams

@@ -51,7 +51,7 @@ Departures
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import fields
 from typing import Any
 
 import numpy as np
@@ -63,10 +63,9 @@ from sklearn.multiclass import OneVsRestClassifier
 from sklearn.preprocessing import StandardScaler
 from torch import nn
 
-from debias_bench.config.hparams import REQUIRED, EngineParams, hparam
+from debias_bench.config.hparams import EngineParams
 from debias_bench.config.run_config import RunConfig
 from debias_bench.data.contract import Batch, DatasetSpec, Split, Splits, TrainStream
-from debias_bench.registry import register_method
 from debias_bench.runs.store import RunStore
 from debias_bench.streams import generator, rng
 from debias_bench.training.method import Method, TrainEnv
@@ -75,16 +74,11 @@ from debias_bench.training.sampling import group_of
 
 from .biased import train_model
 from .common import make_classifier
+from .declared.dfr import DFRParams
 
 #: ``C_OPTIONS`` of dfr_evaluate_spurious.py
 C_OPTIONS = (1.0, 0.7, 0.3, 0.1, 0.07, 0.03, 0.01)
 _SKLEARN_18 = tuple(int(p) for p in sklearn.__version__.split(".")[:2]) >= (1, 8)
-
-
-@dataclass(frozen=True)
-class DFRParams(EngineParams):
-    num_retrains: int = hparam(REQUIRED, "fits averaged into the last layer", low=1)
-    penalty: str = hparam(REQUIRED, "logistic regression penalty", choices=("l1", "l2"))
 
 
 def erm_config(config: RunConfig) -> RunConfig:
@@ -183,14 +177,6 @@ class _Record:
         self.facts = dict(state)
 
 
-@register_method(
-    "dfr",
-    display_name="DFR",
-    citation="Kirichenko et al., Last Layer Re-Training is Sufficient for Robustness to "
-    "Spurious Correlations, ICLR 2023",
-    needs_bias_labels=True,  # of the validation half it re-trains on, never of training data
-    cost="the Vanilla model (reused when stored) + logistic regressions",
-)
 class DFR(Method):
     Params = DFRParams
     hp: DFRParams

@@ -43,7 +43,6 @@ Departures
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -51,38 +50,15 @@ import torch.nn.functional as F
 from torch import nn
 from torch.optim.lr_scheduler import StepLR
 
-from debias_bench.config.hparams import REQUIRED, EngineParams, hparam
-from debias_bench.config.search import LogUniform
+from debias_bench.config.hparams import EngineParams
 from debias_bench.data.contract import Batch, DatasetSpec
-from debias_bench.registry import register_method
 from debias_bench.training.backbones import Backbone, build_backbone, init_head
 from debias_bench.training.method import Method, TrainEnv
 
-from .ema import SampleLossEMA, loss_ema, relative_difficulty
-from .losses import gce_q, generalized_ce
+from .declared.disent import DisEntParams
+from .ema import SampleLossEMA, relative_difficulty
+from .losses import generalized_ce
 from .state import StepCounter
-
-
-@dataclass(frozen=True)
-class DisEntParams(EngineParams):
-    q: float = gce_q(searched=True)
-    ema_alpha: float = loss_ema()
-    # a timing run (``bench perf``) swaps from the first step: the steady state it measures
-    # step counts: a shorter run (a preset, --epochs) keeps the recipe's share (20 % of 50k)
-    curr_step: int = hparam(
-        REQUIRED, "feature swap after this step", low=0, timing=0, run_share=True
-    )
-    lambda_dis_align: float = hparam(
-        REQUIRED, "weight of the intrinsic CE", low=0, search=LogUniform(0.5, 20.0)
-    )
-    lambda_swap_align: float = hparam(
-        REQUIRED, "weight of the bias CE", low=0, search=LogUniform(0.5, 20.0)
-    )
-    lambda_swap: float = hparam(
-        REQUIRED, "weight of the swapped-feature losses", low=0, search=LogUniform(0.05, 2.0)
-    )
-    use_lr_decay: bool = hparam(REQUIRED, "StepLR every lr_decay_step by lr_gamma")
-    lr_decay_step: int = hparam(REQUIRED, "StepLR period in steps", low=1, run_share=True)
 
 
 class Branch(nn.Module):
@@ -106,14 +82,6 @@ def disentangled_logits(
     return logits_i, logits_b
 
 
-@register_method(
-    "disent",
-    display_name="DisEnt",
-    citation="Lee et al., Learning Debiased Representation via Disentangled Feature "
-    "Augmentation, NeurIPS 2021",
-    needs_bias_labels=False,
-    cost="2 encoders",
-)
 class DisEnt(Method):
     Params = DisEntParams
     hp: DisEntParams

@@ -9,22 +9,6 @@ from typing import Any
 
 import torch
 
-from debias_bench.config.hparams import REQUIRED, hparam
-from debias_bench.config.search import Uniform
-
-
-def loss_ema(searched: bool = False) -> Any:
-    """The per-sample loss EMA factor, declared once for every method that keeps one (a field
-    of its params class: ``ema_alpha: float = loss_ema()``); ``searched``: ``bench tune`` draws
-    it from 0.5..0.9 around LfF's 0.7."""
-    return hparam(
-        REQUIRED,
-        "per-sample loss EMA factor",
-        low=0,
-        high=1,
-        search=Uniform(0.5, 0.9) if searched else None,
-    )
-
 
 class SampleLossEMA:
     """Exponential moving average of each training sample's loss.

@@ -53,19 +53,18 @@ Recipe decisions (issue 16)
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from debias_bench.config.hparams import REQUIRED, EngineParams, hparam
-from debias_bench.config.search import LogUniform
+from debias_bench.config.hparams import EngineParams
 from debias_bench.data.contract import Batch, DatasetSpec
-from debias_bench.registry import register_method
 from debias_bench.training.backbones import Backbone, build_backbone, init_head
 from debias_bench.training.method import Method, TrainEnv
+
+from .declared.end import EnDParams
 
 
 def end_regularisers(
@@ -117,28 +116,6 @@ class NormalizedClassifier(nn.Module):
         return self.head(self.features(x))
 
 
-@dataclass(frozen=True)
-class EnDParams(EngineParams):
-    alpha: float = hparam(
-        REQUIRED, "weight of R_perp (same-bias pairs)", low=0, search=LogUniform(0.1, 10.0)
-    )
-    beta: float = hparam(
-        REQUIRED,
-        "weight of R_par (same-class, other-bias pairs)",
-        low=0,
-        search=LogUniform(0.1, 10.0),
-    )
-    par_pairs: str = hparam(REQUIRED, "R_par pair convention", choices=("official", "all"))
-
-
-@register_method(
-    "end",
-    display_name="EnD",
-    citation="Tartaglione et al., EnD: Entangling and Disentangling Deep Representations for "
-    "Bias Correction, CVPR 2021",
-    needs_bias_labels=True,
-    cost="1 model + BxB Gram",
-)
 class EnD(Method):
     Params = EnDParams
     hp: EnDParams

@@ -51,19 +51,18 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from debias_bench.config.hparams import REQUIRED, EngineParams, hparam
-from debias_bench.config.search import Uniform
+from debias_bench.config.hparams import EngineParams
 from debias_bench.data.contract import Batch, DatasetSpec
-from debias_bench.registry import register_method
 from debias_bench.training.backbones import build_backbone, init_head
 from debias_bench.training.method import Method, TrainEnv
+
+from .declared.etf_debias import ETFDebiasParams
 
 
 def simplex_etf(dim: int, num_vertices: int, generator: torch.Generator) -> torch.Tensor:
@@ -95,24 +94,6 @@ class PrimeBank(nn.Module):
         return self.primes[bias]
 
 
-@dataclass(frozen=True)
-class ETFDebiasParams(EngineParams):
-    alpha: float = hparam(
-        REQUIRED, "weight of the prime reinforcement loss L_RE", low=0, search=Uniform(0.2, 1.0)
-    )
-    prime: str = hparam(
-        REQUIRED, "prime features: the simplex ETF or random (Fig. 3b)", choices=("etf", "random")
-    )
-
-
-@register_method(
-    "etf_debias",
-    display_name="ETF-Debias",
-    citation="Wang et al., Navigate Beyond Shortcuts: Debiased Learning through the Lens of "
-    "Neural Collapse, CVPR 2024",
-    needs_bias_labels=True,
-    cost="1 model (no auxiliary model)",
-)
 class ETFDebias(Method):
     Params = ETFDebiasParams
     hp: ETFDebiasParams

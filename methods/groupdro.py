@@ -68,25 +68,17 @@ Departures
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 
-from debias_bench.config.hparams import REQUIRED, EngineParams, hparam
-from debias_bench.config.search import LogUniform, Uniform
+from debias_bench.config.sampling import RESAMPLE
 from debias_bench.data.contract import Batch, DatasetSpec, Splits
-from debias_bench.registry import register_method
 from debias_bench.training.method import TrainEnv
-from debias_bench.training.sampling import (
-    RESAMPLE,
-    UNIFORM,
-    GroupBalanced,
-    Sampler,
-    sampling_option,
-)
+from debias_bench.training.sampling import UNIFORM, GroupBalanced, Sampler
 
+from .declared.groupdro import GroupDROParams
 from .vanilla import Vanilla
 
 
@@ -116,29 +108,6 @@ def updated_group_weights(
     return q / q.sum()
 
 
-@dataclass(frozen=True)
-class GroupDROParams(EngineParams):
-    dro_step_size: float = hparam(
-        REQUIRED,
-        "eta: step size of the group weights",
-        low=0,
-        low_open=True,
-        search=LogUniform(1e-3, 1e-1),
-    )
-    dro_adjustment: float = hparam(  # searched on 0..5 as the paper's grid [UNVERIFIED]
-        REQUIRED, "C: generalisation adjustment C/sqrt(n_g)", low=0, search=Uniform(0.0, 5.0)
-    )
-    sampling: str = sampling_option("group-balanced, 1/n_g with replacement: --reweight_groups")
-
-
-@register_method(
-    "groupdro",
-    display_name="GroupDRO",
-    citation="Sagawa et al., Distributionally Robust Neural Networks for Group Shifts: On the "
-    "Importance of Regularization for Worst-Case Generalization, ICLR 2020",
-    needs_bias_labels=True,
-    cost="1 model",
-)
 class GroupDRO(Vanilla):
     Params = GroupDROParams
     hp: GroupDROParams

@@ -68,24 +68,22 @@ Departures
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 
-from debias_bench.config.hparams import REQUIRED, EngineParams, hparam
-from debias_bench.config.search import Choice
+from debias_bench.config.sampling import RESAMPLE
 from debias_bench.data.contract import Batch, DatasetSpec, Splits, TrainStream
 from debias_bench.errors import ConfigError
-from debias_bench.registry import register_method
 from debias_bench.streams import stream_seed
 from debias_bench.training.method import TrainEnv
 from debias_bench.training.metrics import predict_labels
-from debias_bench.training.sampling import RESAMPLE, UNIFORM, Sampler, Weighted, sampling_option
+from debias_bench.training.sampling import UNIFORM, Sampler, Weighted
 
 from .biased import stage_steps, train_model
 from .common import make_classifier
+from .declared.jtt import JTTParams
 from .state import SampleMask, SampleWeights
 from .vanilla import Vanilla
 
@@ -95,32 +93,6 @@ def upsampling_weights(error_set: torch.Tensor, upweight: float) -> torch.Tensor
     return 1.0 + float(upweight) * error_set.float()
 
 
-@dataclass(frozen=True)
-class JTTParams(EngineParams):
-    id_epochs: float = hparam(
-        REQUIRED,
-        "T: epochs of the ERM identification model",
-        low=0,
-        low_open=True,
-        search=Choice((1, 2, 5)),
-    )
-    upweight: float = hparam(  # searched on the official grid (generate_downstream.py)
-        REQUIRED,
-        "lambda_up: extra copies of each error-set sample",
-        low=0,
-        search=Choice((20, 50, 100)),
-    )
-    sampling: str = sampling_option("each error-set sample lambda_up more times in every epoch")
-
-
-@register_method(
-    "jtt",
-    display_name="JTT",
-    citation="Liu et al., Just Train Twice: Improving Group Robustness without Training Group "
-    "Information, ICML 2021",
-    needs_bias_labels=False,
-    cost="ERM identification model (T epochs) + 1 model",
-)
 class JTT(Vanilla):
     Params = JTTParams
     hp: JTTParams

@@ -32,7 +32,6 @@ Departures
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -40,28 +39,14 @@ import torch.nn.functional as F
 
 from debias_bench.config.hparams import EngineParams
 from debias_bench.data.contract import Batch, DatasetSpec
-from debias_bench.registry import register_method
 from debias_bench.training.method import Method, TrainEnv
 
 from .common import make_classifier
-from .ema import SampleLossEMA, loss_ema, relative_difficulty
-from .losses import gce_q, generalized_ce
+from .declared.lff import LfFParams
+from .ema import SampleLossEMA, relative_difficulty
+from .losses import generalized_ce
 
 
-@dataclass(frozen=True)
-class LfFParams(EngineParams):
-    q: float = gce_q(searched=True)
-    ema_alpha: float = loss_ema(searched=True)
-
-
-@register_method(
-    "lff",
-    display_name="LfF",
-    citation="Nam et al., Learning from Failure: Training Debiased Classifier from Biased "
-    "Classifier, NeurIPS 2020",
-    needs_bias_labels=False,
-    cost="2 models",
-)
 class LfF(Method):
     """LfF; subclasses change how the biased model is trained (``bias_loss``)."""
 

@@ -78,23 +78,21 @@ Departures
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 
-from debias_bench.config.hparams import REQUIRED, EngineParams, hparam
-from debias_bench.config.search import Choice
+from debias_bench.config.sampling import RESAMPLE
 from debias_bench.data.contract import Batch, DatasetSpec, Split, Splits, TrainStream, eval_batches
-from debias_bench.registry import register_method
 from debias_bench.streams import stream_seed
 from debias_bench.training.method import TrainEnv
-from debias_bench.training.sampling import RESAMPLE, UNIFORM, Sampler, Weighted, sampling_option
+from debias_bench.training.sampling import UNIFORM, Sampler, Weighted
 
 from .biased import stage_steps, train_model
 from .common import Classifier, make_classifier
-from .losses import gce_q, generalized_ce
+from .declared.pgd import PGDParams
+from .losses import generalized_ce
 from .state import SampleWeights
 from .vanilla import Vanilla
 
@@ -144,33 +142,6 @@ def gradient_norms(
     return torch.cat(out) if out else torch.empty(0)
 
 
-@dataclass(frozen=True)
-class PGDParams(EngineParams):
-    q: float = gce_q(searched=True)
-    bias_epochs: float | None = hparam(
-        REQUIRED, "epochs of the biased model (null: as long as the main run)", low=0, low_open=True
-    )
-    grad_norm: float = hparam(  # searched: the release's p and the paper's L1, L2
-        REQUIRED,
-        "p of the entrywise p-norm of the per-sample gradient (0.7: the release's --norm_scale)",
-        low=0,
-        low_open=True,
-        search=Choice((0.7, 1.0, 2.0)),
-    )
-    grad_power: float = hparam(REQUIRED, "r: sampling weight = norm^r", low=0, low_open=True)
-    init_from_biased: bool = hparam(
-        REQUIRED, "start the debiased model from the biased model's weights"
-    )
-    sampling: str = sampling_option("every sample of an epoch drawn with its probability")
-
-
-@register_method(
-    "pgd",
-    display_name="PGD",
-    citation="Ahn et al., Mitigating Dataset Bias by Using Per-sample Gradient, ICLR 2023",
-    needs_bias_labels=False,
-    cost="GCE biased model (as long as the run) + 1 model",
-)
 class PGD(Vanilla):
     Params = PGDParams
     hp: PGDParams

@@ -42,20 +42,18 @@ validation split at 1 %, seed 0; Vanilla: clean 5 epochs 54.5, official 5 epochs
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from debias_bench.config.hparams import REQUIRED, EngineParams, hparam
-from debias_bench.config.search import Choice, LogUniform
+from debias_bench.config.hparams import EngineParams
 from debias_bench.data.contract import Batch, DatasetSpec
-from debias_bench.registry import register_method
 from debias_bench.training.backbones import build_backbone, init_head
 from debias_bench.training.method import Method, TrainEnv
 
+from .declared.sd import SDParams
 from .etf_debias import PrimeBank, random_primes, simplex_etf
 
 
@@ -69,31 +67,6 @@ def onehot_shortcuts(dim: int, num_biases: int, generator: torch.Generator) -> t
 SHORTCUTS = {"onehot": onehot_shortcuts, "etf": simplex_etf, "random": random_primes}
 
 
-@dataclass(frozen=True)
-class SDParams(EngineParams):
-    shortcut: str = hparam(
-        REQUIRED,
-        "fixed vector per bias class",
-        choices=("etf", "onehot", "random"),
-        search=Choice(("etf", "onehot", "random")),
-    )
-    shortcut_scale: float = hparam(
-        REQUIRED,
-        "norm of each shortcut vector",
-        low=0,
-        low_open=True,
-        search=LogUniform(1.0, 100.0),
-    )
-
-
-@register_method(
-    "sd",
-    display_name="SD",
-    citation="Zhang et al., Benign Shortcut for Debiasing: Fair Visual Recognition via "
-    "Intervention with Shortcut Features, ACM MM 2023 (re-implemented: no official code)",
-    needs_bias_labels=True,
-    cost="1 model",
-)
 class ShortcutDebias(Method):
     Params = SDParams
     hp: SDParams

@@ -56,25 +56,22 @@ Departures from the official code
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 
-from debias_bench.config.hparams import REQUIRED, EngineParams, hparam
-from debias_bench.config.search import Around, LogUniform, Uniform
+from debias_bench.config.hparams import EngineParams
 from debias_bench.data.contract import Batch, DatasetSpec
-from debias_bench.registry import register_method
 from debias_bench.training.method import Method, TrainEnv
 from debias_bench.training.optim import OptimizerSettings
 
 from .common import make_classifier
 from .contrastive import contradicting_partners, gsc_loss, make_embedding_model, selective_mixup
-from .ema import SampleLossEMA, loss_ema, relative_difficulty
-from .losses import gce_q, generalized_ce
+from .declared.selecmix import SelecMixParams
+from .ema import SampleLossEMA, relative_difficulty
+from .losses import generalized_ce
 
-PAIRINGS = ("rand", "intra", "inter")
 #: (mix_weight a, clean_weight b) of each base: configs/v_ours.cfg and configs/l_ours.cfg
 BASE_WEIGHTS = {"vanilla": (1.0, 0.0), "lff": (0.1, 1.0)}
 
@@ -97,59 +94,6 @@ def base_weights(base: str, mix: float | None, clean: float | None) -> tuple[flo
     )
 
 
-@dataclass(frozen=True)
-class SelecMixParams(EngineParams):
-    q: float = gce_q()
-    ema_alpha: float = loss_ema()
-    base: str = hparam(
-        REQUIRED, "vanilla or LfF training of the debiased model", choices=("vanilla", "lff")
-    )
-    mix_weight: float | None = hparam(
-        REQUIRED,
-        "a: weight of CE on the mixed samples (null: the base's, vanilla 1, lff 0.1)",
-        low=0,
-    )
-    clean_weight: float | None = hparam(
-        REQUIRED, "b: weight of the clean loss (null: the base's, vanilla 0, lff 1)", low=0
-    )
-    pairing: str = hparam(REQUIRED, "partner selection per big batch", choices=PAIRINGS)
-    strict_pairs: bool = hparam(REQUIRED, "partners always admissible")
-    mini_batch_size: int = hparam(REQUIRED, "samples mixed per big batch", low=1)
-    aux_backbone: str = hparam(
-        REQUIRED, "auxiliary embedding network", choices=("cifar_resnet18", "mlp")
-    )
-    aux_embed_dim: int = hparam(REQUIRED, "auxiliary embedding size", low=1)
-    aux_mlp_hidden: tuple[int, ...] | None = hparam(
-        REQUIRED, "hidden sizes of an mlp auxiliary", low=1
-    )
-    tau: float = hparam(
-        REQUIRED, "GSC temperature", low=0, low_open=True, search=LogUniform(0.05, 0.5)
-    )
-    gsc_q: float | None = hparam(
-        REQUIRED, "GSC q (null: plain SupCon)", low=0, high=1, search=Uniform(0.5, 0.9)
-    )
-    proj_optimizer: str = hparam(
-        REQUIRED, "optimiser of the auxiliary model", choices=("adam", "adamw", "sgd")
-    )
-    proj_lr: float = hparam(  # a decade either side; up to 1 for the 224-px sets' SGD
-        REQUIRED,
-        "learning rate of the auxiliary model",
-        low=0,
-        low_open=True,
-        search=Around(10, cap=1.0),
-    )
-    proj_weight_decay: float = hparam(REQUIRED, "weight decay of the auxiliary model", low=0)
-    proj_momentum: float = hparam(REQUIRED, "SGD momentum of the auxiliary model", low=0, high=1)
-
-
-@register_method(
-    "selecmix",
-    display_name="SelecMix",
-    citation="Hwang et al., SelecMix: Debiased Learning by Contradicting-pair Sampling, "
-    "NeurIPS 2022",
-    needs_bias_labels=False,
-    cost="1-2 models + auxiliary ResNet-18 embedding",
-)
 class SelecMix(Method):
     Params = SelecMixParams
     hp: SelecMixParams

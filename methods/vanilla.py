@@ -10,19 +10,11 @@ import torch.nn.functional as F
 
 from debias_bench.config.hparams import EngineParams
 from debias_bench.data.contract import Batch, DatasetSpec
-from debias_bench.registry import register_method
 from debias_bench.training.method import Method, TrainEnv
 
 from .common import make_classifier
 
 
-@register_method(
-    "vanilla",
-    display_name="Vanilla",
-    citation="ERM with cross-entropy (LfF's train_vanilla.py configuration)",
-    needs_bias_labels=False,
-    cost="1 model",
-)
 class Vanilla(Method):
     def __init__(
         self, spec: DatasetSpec, hp: EngineParams | Mapping[str, Any], env: TrainEnv

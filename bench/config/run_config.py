@@ -39,7 +39,6 @@ import contextlib
 import difflib
 import hashlib
 import json
-import sys
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from functools import cache, cached_property
@@ -58,11 +57,12 @@ from debias_bench.config.hparams import (
     own_declarations,
     unknown_key,
 )
+from debias_bench.config.method_params import method_params
 from debias_bench.config.run_length import scale_to_run
 from debias_bench.data.facts import dataset_recipe, preset_hparams
 from debias_bench.data.facts import preset_data_options as preset_data_options  # re-export
 from debias_bench.errors import ConfigError, UnknownNameError
-from debias_bench.registry import DATASETS, METHODS
+from debias_bench.registry import DATASETS, METHODS, module_file
 
 #: the engine's declarations by key (a method's own or redeclared keys are not these objects)
 _ENGINE = {p.name: p for p in ENGINE_HPARAMS}
@@ -136,11 +136,9 @@ def method_yaml(method: str) -> dict[str, Any]:
 
 
 def _yaml_beside(method: str) -> Path | None:
-    module = sys.modules.get(METHODS.get(method).__module__)
-    file = getattr(module, "__file__", None)
-    if not file:
+    source = module_file(METHODS.entry(method).module)  # the trainer's, not imported here
+    if source is None:
         return None
-    source = Path(file)
     for candidate in (source.with_suffix(".yaml"), source.with_name(f"{method}.yaml")):
         if candidate.is_file():
             return candidate
@@ -171,7 +169,7 @@ def _by_ratio(table: dict[Any, Any], ratio: float | None) -> dict[str, Any]:
 
 def method_hparams(method: str) -> dict[str, HParam]:
     """Every key ``method`` may use: the engine's declarations and the method's own."""
-    return declared(own_declarations(METHODS.get(method).Params))
+    return declared(own_declarations(method_params(method)))
 
 
 @cache
@@ -411,7 +409,7 @@ class RunConfig:
     def params(self) -> EngineParams:
         """The run's typed params (its method's ``Params``), built from ``hparams`` on first
         use and kept: the engine, the method and its pieces all read this one object."""
-        params: EngineParams = METHODS.get(self.method).Params.of(self.hparams)
+        params: EngineParams = method_params(self.method).of(self.hparams)
         return params
 
     def to_json(self) -> dict[str, Any]:

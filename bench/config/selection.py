@@ -65,3 +65,22 @@ def class_difference(per_class: list[float | None]) -> float | None:
     if not pairs:
         return None
     return sum(abs(a - b) for a, b in pairs) / len(pairs)
+
+
+def worst_group(
+    group_accuracy: list[list[float | None]], group_counts: list[list[int]] | None = None
+) -> tuple[float | None, list[int] | None, int | None]:
+    """(accuracy, [class, bias], images) of the (class x bias) group with the lowest accuracy
+    among those present in the split (ties: the first); Nones when no group is present.
+    ``group_counts`` is None for results recorded before counts were (the count is None)."""
+    present = [
+        (acc, [c, b])
+        for c, row in enumerate(group_accuracy or [])
+        for b, acc in enumerate(row)
+        if acc is not None
+    ]
+    if not present:
+        return None, None, None
+    acc, (c, b) = min(present, key=lambda item: item[0])
+    n = group_counts[c][b] if group_counts else None
+    return acc, [c, b], n

@@ -14,10 +14,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from debias_bench.config.sampling import split_variant
 from debias_bench.errors import ConfigError
 from debias_bench.registry import DATASETS, METHODS, Registry
 from debias_bench.reporting.paper import DEFAULT_PAPER, reference_data
-from debias_bench.training.sampling import split_variant
 
 #: a dataset's declared kind (``register_dataset(..., kind=...)``) -> the kind of its test set
 KINDS = {"synthetic": "unbiased", "real": "conflicting"}

@@ -12,14 +12,14 @@ from typing import Any
 
 import pandas as pd
 
+from debias_bench.config.sampling import variant_key
+from debias_bench.config.selection import worst_group
 from debias_bench.errors import CorruptDataError
 from debias_bench.registry import DATASETS
 from debias_bench.reporting.grouping import FINGERPRINT, fingerprint, identity, recorded
 from debias_bench.runs.run_dir import RunDir
 from debias_bench.runs.states import RunState, effective_state, failure_reason
 from debias_bench.runs.store import RunStore
-from debias_bench.training.metrics import worst_group
-from debias_bench.training.sampling import variant_key
 
 METRICS = (
     "accuracy",

@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 
 from debias_bench.config.run_config import RunConfig
 from debias_bench.config.selection import REQUIRED_SELECTIONS
@@ -180,6 +179,8 @@ def read_checkpoint(path: Path, *, mmap: bool = False) -> Any:
     """A checkpoint's contents, read with ``weights_only=True``: run stores are shared
     (copied from a cluster, sent with a paper), so a pickle that names any other global is
     refused without running it (``UnpicklingError``), never executed."""
+    import torch  # here, not at the top: listings and reports import this module without torch
+
     try:
         with torch.serialization.safe_globals(_CHECKPOINT_GLOBALS):
             return torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)

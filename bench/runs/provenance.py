@@ -8,11 +8,9 @@ from __future__ import annotations
 import ast
 import functools
 import hashlib
-import importlib.util
 import re
 import site
 import subprocess
-import sys
 import sysconfig
 from collections import deque
 from collections.abc import Iterator
@@ -20,11 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from debias_bench import __version__
 from debias_bench.config.run_config import RunConfig
-from debias_bench.registry import DATASETS, METHODS
+from debias_bench.registry import DATASETS, METHODS, module_file
 
 
 def git_commit(here: Path = Path(__file__).parents[1]) -> str | None:
@@ -52,6 +48,8 @@ def git_commit(here: Path = Path(__file__).parents[1]) -> str | None:
 
 @functools.cache
 def provenance() -> dict[str, Any]:
+    import torch  # here, not at the top: bench status and reports import this module
+
     return {"code_version": __version__, "git_commit": git_commit(), "torch": torch.__version__}
 
 
@@ -160,10 +158,10 @@ def _root_module(cls: type, registered: bool) -> CodeModule | None:
     if name == "builtins":
         return None
     if _is_builtin(name):
-        return CodeModule(name, _module_file(name), None)
+        return CodeModule(name, module_file(name), None)
     if name == "debias_bench" or name.startswith("debias_bench."):
         return None  # the engine's (versioned with the package)
-    path = _module_file(name)
+    path = module_file(name)
     if path is None:
         return CodeModule(name, None, None) if registered else None
     if not registered and _is_library(path):
@@ -191,34 +189,17 @@ def _is_builtin(name: str) -> bool:
 def _locate(name: str, homes: tuple[Path, ...]) -> CodeModule | None:
     """The module ``name`` if it is first-party (see :func:`code_modules`), else None."""
     if _is_builtin(name):
-        path = _module_file(name)
+        path = module_file(name)
         return CodeModule(name, path, None) if path is not None else None
     if name == "debias_bench" or name.startswith("debias_bench.") or not homes:
         return None
     top = name.partition(".")[0]
-    top_path = _module_file(top)  # a top-level spec imports nothing: look before importing
+    top_path = module_file(top)  # a top-level spec imports nothing: look before importing
     if top_path is None or not any(_within(top_path, home) for home in homes):
         return None
-    path = _module_file(name) if name != top else top_path
+    path = module_file(name) if name != top else top_path
     home = next((home for home in homes if path is not None and _within(path, home)), None)
     return CodeModule(name, path, home) if path is not None and home is not None else None
-
-
-def _module_file(name: str) -> Path | None:
-    """The source file of module ``name`` (the loaded one, else the one an import would
-    load), resolved; None when it has none (built into the interpreter, compiled, missing)."""
-    module = sys.modules.get(name)
-    if module is not None:
-        file = getattr(module, "__file__", None)
-    else:
-        try:
-            spec = importlib.util.find_spec(name)  # imports its parent packages
-        except Exception:  # not a module (an attribute of a module), or its parent is broken
-            return None
-        file = spec.origin if spec is not None and spec.has_location else None
-    if not file or not str(file).endswith(".py"):
-        return None
-    return Path(file).resolve()
 
 
 def _is_package(module: CodeModule | None) -> bool:

@@ -11,8 +11,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from debias_bench.config.run_config import RunConfig
 from debias_bench.errors import CorruptDataError, FailReason
 from debias_bench.runs.files import (
@@ -438,6 +436,8 @@ class RunDir:
     # ---------------------------------------------------------------- checkpoint / result
     def save_checkpoint(self, state: dict[str, Any]) -> None:
         """Write the checkpoint, stamped with the run id and config digest (``stamp``)."""
+        import torch  # here, not at the top: listings and reports import this module without torch
+
         tmp = self.checkpoint_path.with_name(f".checkpoint.{os.getpid()}.tmp")
         stamped = {**state, "stamp": self._stamp()}
         with writing(self.checkpoint_path, tmp):

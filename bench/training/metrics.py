@@ -8,7 +8,13 @@ from typing import Any
 
 import torch
 
-from debias_bench.config.selection import FALLBACK_SPLIT, SELECTED_BY, better, class_difference
+from debias_bench.config.selection import (
+    FALLBACK_SPLIT,
+    SELECTED_BY,
+    better,
+    class_difference,
+    worst_group,
+)
 from debias_bench.data.contract import DatasetSpec, Split, eval_batches
 from debias_bench.errors import FailReason, RunFailure
 
@@ -94,25 +100,6 @@ def accuracy_metrics(
         "n_aligned": int(aligned.sum()),
         "n_conflicting": int((~aligned).sum()),
     }
-
-
-def worst_group(
-    group_accuracy: list[list[float | None]], group_counts: list[list[int]] | None = None
-) -> tuple[float | None, list[int] | None, int | None]:
-    """(accuracy, [class, bias], images) of the (class x bias) group with the lowest accuracy
-    among those present in the split (ties: the first); Nones when no group is present.
-    ``group_counts`` is None for results recorded before counts were (the count is None)."""
-    present = [
-        (acc, [c, b])
-        for c, row in enumerate(group_accuracy or [])
-        for b, acc in enumerate(row)
-        if acc is not None
-    ]
-    if not present:
-        return None, None, None
-    acc, (c, b) = min(present, key=lambda item: item[0])
-    n = group_counts[c][b] if group_counts else None
-    return acc, [c, b], n
 
 
 def evaluate_split(

@@ -30,38 +30,19 @@ Which sampler a run uses is part of its identity: fixed by the method's code (ha
 chosen by a declared option, ``sampling`` (GroupDRO, JTT, PGD: ``resample``, the official
 sampling, or ``loss_weights``, uniform batches whose loss weighs the samples instead). A run whose
 ``sampling`` differs from its method's default is a variant: every table shows it as a method of
-its own, ``GroupDRO [sampling=loss_weights]`` (:func:`variant_key`).
+its own, ``GroupDRO [sampling=loss_weights]`` (:mod:`debias_bench.config.sampling`).
 """
 
 from __future__ import annotations
 
-import dataclasses
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import torch
 
-from debias_bench.config.hparams import hparam
 from debias_bench.data.contract import Split, uniform_order
-from debias_bench.registry import METHODS
 from debias_bench.streams import generator
-
-#: the declared option of a method that chooses its sampling (see the module docstring)
-SAMPLING_KEY = "sampling"
-#: the two values of ``sampling`` that GroupDRO, JTT and PGD declare
-RESAMPLE, LOSS_WEIGHTS = "resample", "loss_weights"
-
-
-def sampling_option(official: str) -> Any:
-    """The declaration of a method's ``sampling`` option: ``resample`` (its official sampling,
-    described by ``official``; the default) or ``loss_weights``."""
-    return hparam(
-        RESAMPLE,
-        f"how batches are drawn: {RESAMPLE} ({official}) or {LOSS_WEIGHTS} (uniform batches, "
-        "the loss weighs the samples)",
-        choices=(RESAMPLE, LOSS_WEIGHTS),
-    )
 
 
 class Sampler(ABC):
@@ -224,31 +205,3 @@ def expected_share(weights: torch.Tensor, rows: torch.Tensor) -> float:
     ``sum(w[rows]) / sum(w)``."""
     weights = weights.to(torch.float64)
     return float(weights[rows].sum() / weights.sum())
-
-
-# ------------------------------------------------------------------------- variants in tables
-def sampling_variant(method: str, hparams: Mapping[str, Any]) -> str | None:
-    """``sampling=<value>`` when the run's ``sampling`` differs from its method's declared
-    default (a method this process does not know: whenever it has one), else None."""
-    value = hparams.get(SAMPLING_KEY)
-    if value is None:
-        return None
-    default = None
-    if method in METHODS:
-        params = getattr(METHODS.get(method), "Params", None)
-        fields = dataclasses.fields(params) if dataclasses.is_dataclass(params) else ()
-        default = next((f.default for f in fields if f.name == SAMPLING_KEY), None)
-    return None if value == default else f"{SAMPLING_KEY}={value}"
-
-
-def variant_key(method: str, hparams: Mapping[str, Any]) -> str:
-    """The name a run's method has in tables: ``groupdro``, or ``groupdro[sampling=loss_weights]``
-    for a declared variant (registered names hold no ``[``)."""
-    variant = sampling_variant(method, hparams)
-    return method if variant is None else f"{method}[{variant}]"
-
-
-def split_variant(key: str) -> tuple[str, str | None]:
-    """``groupdro[sampling=loss_weights]`` -> ``("groupdro", "sampling=loss_weights")``."""
-    method, bracket, rest = key.partition("[")
-    return (method, rest.rstrip("]")) if bracket else (key, None)
