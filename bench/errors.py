@@ -70,3 +70,7 @@ class RunFailure(BenchError):
         super().__init__(message, hint)
         self.reason = FailReason(reason)
         self.fields = fields
+
+
+class Interrupted(Exception):
+    """Raised after a checkpoint when the run was asked to stop (signal, preemption, test)."""

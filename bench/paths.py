@@ -9,11 +9,22 @@ from __future__ import annotations
 
 import argparse
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 from debias_bench.errors import ConfigError
 
 DEFAULT_OUT = Path("results") / "runs"
+
+
+@dataclass(frozen=True)
+class DataPlace:
+    """Where a run reads its data: the raw root and the data root (the module docstring)."""
+
+    raw_root: Path
+    data_root: Path
+
+
 #: the flags that name a folder, by their argparse ``dest``: an empty value is the working
 #: directory to ``Path`` (``Path("") == Path(".")``), never what anyone meant
 FOLDER_FLAGS = {"out": "--out"}

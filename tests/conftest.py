@@ -154,7 +154,7 @@ def _registries_unchanged(request: pytest.FixtureRequest) -> Iterator[None]:
 
 @pytest.fixture
 def toy_place(tmp_path: Path):
-    from debias_bench.training.engine import DataPlace
+    from debias_bench.paths import DataPlace
 
     return DataPlace(tmp_path / "raw", tmp_path / "data")
 

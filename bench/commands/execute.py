@@ -23,10 +23,10 @@ from debias_bench.launchers.factories import LAUNCHERS, LaunchContext
 from debias_bench.launchers.preflight import check_data, check_data_root, check_device, check_out
 from debias_bench.launchers.run_one import MAX_ATTEMPTS, plan, record_submission
 from debias_bench.launchers.scheduler import signal_label
+from debias_bench.paths import DataPlace
 from debias_bench.runs.progress import LogLines, Progress, eval_text
 from debias_bench.runs.store import RunStore
 from debias_bench.tracking import TRACKERS, parse_specs, prepare_trackers
-from debias_bench.training.engine import DataPlace
 
 from .common import handling
 

@@ -25,6 +25,7 @@ import torch
 from debias_bench import paths
 from debias_bench.config.run_config import PROTOCOLS, RunConfig
 from debias_bench.errors import ConfigError
+from debias_bench.paths import DataPlace
 from debias_bench.perf.cells import run_cell_isolated
 from debias_bench.perf.overhead import launcher_overhead
 from debias_bench.perf.projection import PAPER_SEEDS, Projection, project
@@ -41,7 +42,7 @@ from debias_bench.perf.tables import (
 from debias_bench.perf.tracking_cost import RUN, track_overhead
 from debias_bench.plugins.loading import plugins_for
 from debias_bench.registry import DATASETS, METHODS
-from debias_bench.training.engine import DataPlace, resolve_device
+from debias_bench.training.devices import resolve_device
 
 from .common import data_args, handling
 

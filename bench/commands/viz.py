@@ -17,11 +17,13 @@ import torch
 from debias_bench import paths
 from debias_bench.data.contract import Split, to_float
 from debias_bench.errors import BenchError
+from debias_bench.paths import DataPlace
 from debias_bench.reporting.layout import method_name, reference_layout
 from debias_bench.runs.run_dir import RunDir
 from debias_bench.runs.store import RunStore
 from debias_bench.training.cam import class_activation_maps
-from debias_bench.training.engine import DataPlace, resolve_device, restore_method
+from debias_bench.training.devices import resolve_device
+from debias_bench.training.engine import restore_method
 
 from .common import command_with_verbs, data_args
 

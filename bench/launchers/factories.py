@@ -21,11 +21,11 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from debias_bench.launchers.run_one import MAX_ATTEMPTS
+from debias_bench.paths import DataPlace
 from debias_bench.registry import Registry
 from debias_bench.runs.progress import Progress
 from debias_bench.runs.store import RunStore
 from debias_bench.tracking import TrackSpec
-from debias_bench.training.engine import DataPlace
 
 from .job import WorkerJob
 from .scheduler import Launcher, Task

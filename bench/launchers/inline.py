@@ -26,19 +26,20 @@ import os
 import signal
 import sys
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
-
-from debias_bench.errors import ConfigError
+from debias_bench.errors import ConfigError, Interrupted
 from debias_bench.launchers.run_one import KEYBOARD_NOTE, run_one, worker_identity
 from debias_bench.runs.run_dir import RunDir
 from debias_bench.runs.states import RunState
-from debias_bench.training.engine import Interrupted, resolve_device
+from debias_bench.training.devices import resolve_device
 
 from .factories import Launchable, LaunchContext, register_launcher
 from .scheduler import Ended, Launcher, Task, signal_label
 from .slots import Slot, crowding_now
+
+if TYPE_CHECKING:
+    import torch
 
 #: the signals that stop an inline sweep (SIGUSR1, a preemption notice, only asks, as before)
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -92,6 +93,8 @@ class InlineLauncher(Launchable):
     def crowding(self) -> str | None:
         if self.device.type != "cpu":
             return None
+        import torch  # loaded by now (the device was resolved); the module imports none
+
         return crowding_now([Slot(0, None, torch.get_num_threads())])
 
     # ---------------------------------------------------------------- signals

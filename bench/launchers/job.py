@@ -18,8 +18,8 @@ from debias_bench.plugins.loading import plugins_for
 
 if TYPE_CHECKING:
     from debias_bench.config.run_config import RunConfig
+    from debias_bench.paths import DataPlace
     from debias_bench.tracking import TrackSpec
-    from debias_bench.training.engine import DataPlace
 
 #: exit codes of the worker besides 0 (done or skipped) and 128 + signal (interrupted)
 EXIT_FAILED = 1  # the run failed; run_one recorded the error

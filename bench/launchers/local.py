@@ -20,7 +20,7 @@ from debias_bench.errors import ConfigError
 from debias_bench.launchers.preflight import check_worker_imports
 from debias_bench.plugins.loading import env_plugins
 from debias_bench.runs.states import RunState
-from debias_bench.training.engine import resolve_device
+from debias_bench.training.devices import resolve_device
 
 from . import forkserver
 from .factories import Launchable, LaunchContext, register_launcher

@@ -27,9 +27,10 @@ from pathlib import Path
 
 from debias_bench.config.run_config import RunConfig
 from debias_bench.errors import ConfigError
+from debias_bench.paths import DataPlace
 from debias_bench.registry import DATASETS
 from debias_bench.runs.store import MOVED_ASIDE, RunStore
-from debias_bench.training.engine import DataPlace, resolve_device
+from debias_bench.training.devices import resolve_device
 
 _DEVICE = re.compile(r"auto|cpu|mps|cuda(:\d+)?")
 

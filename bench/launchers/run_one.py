@@ -31,12 +31,11 @@ import time
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, NoReturn
-
-import torch
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from debias_bench.config.run_config import RunConfig
-from debias_bench.errors import BenchError, FailReason, RunFailure
+from debias_bench.errors import BenchError, FailReason, Interrupted, RunFailure
+from debias_bench.paths import DataPlace
 from debias_bench.registry import DATASETS, METHODS
 from debias_bench.runs.heartbeat import Heartbeat
 from debias_bench.runs.progress import Pace, Progress
@@ -46,7 +45,9 @@ from debias_bench.runs.states import Decision, RunState, classify, effective_sta
 from debias_bench.runs.states import decide as decide_state
 from debias_bench.runs.store import RunStore
 from debias_bench.tracking import RunTracking, TrackSpec, experiment_name
-from debias_bench.training.engine import DataPlace, Interrupted, train_run
+
+if TYPE_CHECKING:
+    import torch
 
 #: default of ``--max-attempts``
 MAX_ATTEMPTS = 3
@@ -215,6 +216,8 @@ def _execute(
     tracking: RunTracking,
 ) -> Outcome:
     """Train the run; the caller holds its lock."""
+    from debias_bench.training.engine import train_run  # torch: a sweep's plan needs none
+
     method_cls = METHODS.get(config.method)
     reason = method_cls.skip(DATASETS.get(config.dataset).spec, config.hparams)
     if reason:
@@ -356,6 +359,8 @@ def record_submission(run_dir: RunDir, job_id: str) -> None:
 
 def worker_identity() -> dict[str, Any]:
     """Where this process runs, for status.json (host and pid are added by RunDir.transition)."""
+    import torch  # here, not at the top: building a sweep needs no torch
+
     out: dict[str, Any] = {"threads": torch.get_num_threads()}
     job = os.environ.get("SLURM_ARRAY_JOB_ID"), os.environ.get("SLURM_ARRAY_TASK_ID")
     if all(job):

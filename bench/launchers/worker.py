@@ -26,13 +26,14 @@ from pathlib import Path
 from typing import Any
 
 from debias_bench.config.run_config import RunConfig
+from debias_bench.errors import Interrupted
 from debias_bench.launchers.run_one import run_one, worker_identity
+from debias_bench.paths import DataPlace
 from debias_bench.plugins.loading import import_plugins
 from debias_bench.runs.progress import LogLines
 from debias_bench.runs.states import RunState
 from debias_bench.runs.store import RunStore
 from debias_bench.tracking import TrackSpec
-from debias_bench.training.engine import DataPlace, Interrupted
 
 from .job import EXIT_BUSY, EXIT_FAILED, EXIT_NOT_RUN, WorkerJob, die_with_parent
 

@@ -23,9 +23,10 @@ from debias_bench.launchers import LiveSummary, schedule
 from debias_bench.launchers.factories import LaunchContext
 from debias_bench.launchers.local import LocalLauncher
 from debias_bench.launchers.slots import plan_slots
+from debias_bench.paths import DataPlace
 from debias_bench.runs.states import RunState
 from debias_bench.runs.store import RunStore
-from debias_bench.training.engine import DataPlace, load_data
+from debias_bench.training.engine import load_data
 
 #: each tiny run: Vanilla on the ci preset's Colored MNIST subset, evaluated once at the end
 TINY = {"steps": 20, "eval_every": 20}

@@ -73,11 +73,13 @@ from debias_bench.config.hparams import MAX_STEPS, timing_values
 from debias_bench.config.run_config import RunConfig, RunRequest, method_hparams, resolve_layers
 from debias_bench.data.contract import DatasetSpec, Split, Splits
 from debias_bench.data.family import DatasetFamily
+from debias_bench.errors import Interrupted
 from debias_bench.methods.common import make_classifier
+from debias_bench.paths import DataPlace
 from debias_bench.registry import DATASETS, METHODS
 from debias_bench.runs.progress import Progress
 from debias_bench.runs.store import RunStore
-from debias_bench.training.engine import DataPlace, Interrupted, train_run
+from debias_bench.training.engine import train_run
 from debias_bench.training.optim import make_optimizer
 
 #: the method name of the bare PyTorch loop's cells

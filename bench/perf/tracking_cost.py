@@ -25,10 +25,11 @@ import torch
 from debias_bench.config.grid import Grid, expand
 from debias_bench.config.run_config import RunConfig
 from debias_bench.launchers.run_one import plan, run_one
+from debias_bench.paths import DataPlace
 from debias_bench.runs.states import RunState
 from debias_bench.runs.store import RunStore
 from debias_bench.tracking.spec import parse_specs, prepare_trackers
-from debias_bench.training.engine import DataPlace, load_data
+from debias_bench.training.engine import load_data
 
 #: each run: 800 steps of the ci preset's Colored MNIST subset, evaluated every 200 steps
 RUN = {"steps": 800, "eval_every": 200}

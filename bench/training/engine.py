@@ -29,7 +29,8 @@ from debias_bench.data.contract import Splits, TrainStream, resize_split, resize
 from debias_bench.data.family import DatasetFamily
 from debias_bench.data.folder_swap import build_lock
 from debias_bench.data.iid import iid_valid
-from debias_bench.errors import BenchError, ConfigError, FailReason, RunFailure
+from debias_bench.errors import BenchError, FailReason, Interrupted, RunFailure
+from debias_bench.paths import DataPlace
 from debias_bench.registry import DATASETS, METHODS
 from debias_bench.runs.progress import Progress
 from debias_bench.runs.provenance import config_json
@@ -40,10 +41,6 @@ from debias_bench.training.method import Method, TrainEnv
 from debias_bench.training.metrics import SelectionTracker, collect_features, evaluate_split
 from debias_bench.training.nc import neural_collapse_by_alignment
 from debias_bench.training.stages import StageStopped, stop_between_steps
-
-
-class Interrupted(Exception):
-    """Raised after a checkpoint when the run was asked to stop (signal, preemption, test)."""
 
 
 class Diverged(RunFailure):
@@ -70,22 +67,6 @@ def _finite(value: Any) -> Any:
     if isinstance(value, list):
         return [_finite(v) for v in value]
     return value
-
-
-@dataclass(frozen=True)
-class DataPlace:
-    raw_root: Path
-    data_root: Path
-
-
-def resolve_device(name: str = "auto") -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name.startswith("cuda") and not torch.cuda.is_available():
-        raise ConfigError(
-            "--device cuda requested but no CUDA device is visible", hint="use --device cpu"
-        )
-    return torch.device(name)
 
 
 def _limit(split: Any, limit: int | None, seed: int) -> Any:

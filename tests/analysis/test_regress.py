@@ -27,9 +27,10 @@ from debias_bench.analysis.regression import (
 from debias_bench.cli import main
 from debias_bench.config.run_config import make_config
 from debias_bench.errors import BenchError
+from debias_bench.paths import DataPlace
 from debias_bench.runs.provenance import config_json
 from debias_bench.runs.store import RunStore
-from debias_bench.training.engine import DataPlace, load_data, train_run
+from debias_bench.training.engine import load_data, train_run
 
 REPO = Path(__file__).resolve().parents[2]
 TOY_GRID = ["--methods", "vanilla,etf_debias", "--datasets", "toy", "--ratios", "20"]

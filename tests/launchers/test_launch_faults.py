@@ -16,12 +16,10 @@ import time
 from pathlib import Path
 
 import pytest
-from support.processes import bench_env
+from support.processes import bench_env, run_of_seed
 from support.scripted import _wait_for, bench_args
 
 from debias_bench.plugins.loading import import_plugins
-from debias_bench.runs.run_dir import RunDir
-from debias_bench.runs.store import RunStore
 
 pytestmark = pytest.mark.slow
 SLOW = "0.1"  # seconds per training batch of the slow scripted run
@@ -37,16 +35,10 @@ def _start(tmp_path: Path, args: list[str]) -> subprocess.Popen:
     )
 
 
-def _run_dir(out: Path, seed: int = 0) -> RunDir:
-    found = [d for d in RunStore(out).runs() if d.config()["seed"] == seed]
-    assert found, f"no run of seed {seed} under {out}"
-    return found[0]
-
-
 def _training(out: Path, seed: int = 0, step: int = 1) -> bool:
     """The run is training (its heartbeat reported ``step``), on any launcher."""
     try:
-        status = _run_dir(out, seed).status()
+        status = run_of_seed(out, seed).status()
     except (AssertionError, OSError, ValueError):
         return False
     return status.get("state") == "running" and int(status.get("step") or 0) >= step
@@ -70,7 +62,7 @@ def test_an_inline_run_stopped_or_killed_resumes_on_a_plain_rerun(tmp_path, in_p
     finally:
         sweep.send_signal(STOPS[how])
     summary, err = sweep.communicate(timeout=120)
-    run_dir = _run_dir(out)
+    run_dir = run_of_seed(out)
     if how != "kill-9":
         assert "Traceback" not in err, err
         assert sweep.returncode == 128 + STOPS[how], err
@@ -101,7 +93,7 @@ def test_a_sigterm_to_one_local_worker_interrupts_only_that_run(tmp_path, in_pro
     sweep = _start(tmp_path, args)
     try:
         _wait_for(lambda: _training(out, 0) and _training(out, 1), 300, "both runs training")
-        victim = _run_dir(out, 0)
+        victim = run_of_seed(out, 0)
         subprocess.run(["kill", "-TERM", str(victim.status()["pid"])], check=True)
         _, err = sweep.communicate(timeout=300)
     finally:
@@ -109,7 +101,7 @@ def test_a_sigterm_to_one_local_worker_interrupts_only_that_run(tmp_path, in_pro
             sweep.kill()
     assert sweep.returncode == 1, err  # a run of the grid is not done
     assert victim.status()["state"] == "interrupted"
-    assert _run_dir(out, 1).status()["state"] == "done"  # the other one went on
+    assert run_of_seed(out, 1).status()["state"] == "done"  # the other one went on
     code, _, err = in_process("run", *args)
     assert code == 0 and "1 ran, 0 failed" in err, err
     assert victim.status()["resumed_from"] > 0
@@ -132,7 +124,7 @@ def test_a_sweep_waits_for_a_run_another_sweep_holds_or_says_so(tmp_path, in_pro
         if first.poll() is None:
             first.wait(timeout=300)
     assert first.returncode == 0
-    assert _run_dir(out).status()["attempt"] == 1  # trained once
+    assert run_of_seed(out).status()["attempt"] == 1  # trained once
 
 
 # ------------------------------------------------------------------ faults of issue 36
@@ -180,7 +172,7 @@ def test_os_exit_in_method_code_fails_the_run_and_the_sweep_says_so(tmp_path, fa
     assert sweep.returncode == 1, err
     assert "| failed" in summary and "os._exit(0)" in summary, summary
     assert "1 ran, 1 failed" in err and "not every run is done (1 failed)" in err, err
-    status = _run_dir(out).status()
+    status = run_of_seed(out).status()
     assert status["state"] == "failed" and status["reason"] == "crashed", status
     assert status["error"] == "the run's code called os._exit(0) during the run"
 
@@ -215,7 +207,7 @@ def test_an_inline_run_stuck_in_its_update_is_stopped(tmp_path, faulty, how):
     assert sweep.returncode == 128 + signal.SIGTERM, err
     assert "Traceback" not in err and "| interrupted" in summary, err
     assert "1 ran, 0 failed, 1 interrupted" in err and "rerun the same command" in err
-    run_dir = _run_dir(out)
+    run_dir = run_of_seed(out)
     status = run_dir.status()
     assert status["state"] == "interrupted" and status["attempt"] == 1, status
     why = "by a second SIGTERM" if how == "second-sigterm" else "within --grace 1 s"
@@ -261,14 +253,14 @@ def test_a_killed_warm_worker_server_interrupts_its_run_and_says_so(tmp_path, in
     assert "the warm worker server died (SIGKILL)" in err
     assert "2 ran, 0 failed, 1 interrupted" in err, err
     assert "not every run is done (1 interrupted): exit code 1" in err
-    victim = _run_dir(out, 0).status()
+    victim = run_of_seed(out, 0).status()
     assert victim["state"] == "interrupted" and victim["exit_code"] is None, victim
     assert victim["note"].startswith("the worker server died (SIGKILL) during the run; ")
     assert "the worker server died (SIGKILL)" in summary
-    assert _run_dir(out, 1).status()["state"] == "done"  # from a new server
+    assert run_of_seed(out, 1).status()["state"] == "done"  # from a new server
     code, _, err = in_process("run", *args[: args.index("--launcher")])  # resumed inline
     assert code == 0, err
-    status = _run_dir(out, 0).status()
+    status = run_of_seed(out, 0).status()
     assert status["state"] == "done" and status["attempt"] == 1 and status["resumed_from"] > 0
 
 
@@ -296,11 +288,11 @@ def test_a_closed_terminal_stops_a_local_sweep_and_its_workers_like_sigterm(tmp_
             os.killpg(sweep.pid, signal.SIGKILL)
     assert sweep.returncode == 128 + signal.SIGHUP, err
     assert "SIGHUP: stopping" in err and "| interrupted" in summary, err
-    status = _run_dir(out).status()
+    status = run_of_seed(out).status()
     assert status["state"] == "interrupted" and status["attempt"] == 1, status
     code, _, err = in_process("run", *args[: args.index("--launcher")])  # resumed inline
     assert code == 0, err
-    assert _run_dir(out).status()["attempt"] == 1
+    assert run_of_seed(out).status()["attempt"] == 1
 
 
 def test_a_stopped_sweep_counts_its_interrupted_run_and_folds_the_pending_ones(tmp_path):
@@ -321,7 +313,7 @@ def test_a_stopped_sweep_counts_its_interrupted_run_and_folds_the_pending_ones(t
     assert sweep.returncode == 128 + signal.SIGTERM, err
     rows = [line for line in summary.splitlines() if line.startswith("| vanilla")]
     assert len(rows) == 1 and "| interrupted" in rows[0], summary
-    step = _run_dir(out).status()["step"]
+    step = run_of_seed(out).status()["step"]
     assert rows[0].split("|")[-2].strip() == f"stopped at step {step}; rerun to resume"
     assert "2 runs not started (pending): rerun the same command to start them" in summary
     assert "1 ran, 0 failed, 1 interrupted" in err, err

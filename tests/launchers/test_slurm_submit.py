@@ -19,8 +19,8 @@ from debias_bench.config.run_config import make_config
 from debias_bench.errors import ConfigError
 from debias_bench.launchers import LAUNCHERS, LaunchContext, Task
 from debias_bench.launchers import slurm as slurm_module
+from debias_bench.paths import DataPlace
 from debias_bench.runs.store import RunStore
-from debias_bench.training.engine import DataPlace
 
 
 class _FakeExecutor:

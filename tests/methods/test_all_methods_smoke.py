@@ -12,9 +12,10 @@ from support.asserts import assert_close_nested
 
 from debias_bench.config.run_config import make_config, resolve_hparams
 from debias_bench.config.selection import SELECTIONS
+from debias_bench.errors import Interrupted
 from debias_bench.registry import DATASETS, METHODS
 from debias_bench.runs.store import RunStore
-from debias_bench.training.engine import Interrupted, train_run
+from debias_bench.training.engine import train_run
 
 TINY = {"steps": 12, "eval_every": 4, "batch_size": 32}
 

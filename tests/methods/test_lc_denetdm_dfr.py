@@ -27,10 +27,11 @@ from debias_bench.methods.lc import (
     sigmoid_rampup,
 )
 from debias_bench.methods.losses import generalized_ce
+from debias_bench.paths import DataPlace
 from debias_bench.registry import DATASETS
 from debias_bench.reporting.paper import load_paper
 from debias_bench.runs.store import RunStore
-from debias_bench.training.engine import DataPlace, train_run
+from debias_bench.training.engine import train_run
 from debias_bench.training.method import TrainEnv
 
 TRAIN_SIZE = 512  # the toy dataset's training split

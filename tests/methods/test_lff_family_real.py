@@ -22,7 +22,7 @@ from __future__ import annotations
 import pytest
 from support.methods_helpers import real_cmnist_run
 
-from debias_bench.training.engine import DataPlace
+from debias_bench.paths import DataPlace
 
 pytestmark = pytest.mark.realdata
 

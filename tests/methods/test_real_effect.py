@@ -6,8 +6,9 @@ import pytest
 import torch
 
 from debias_bench.config.run_config import make_config
+from debias_bench.paths import DataPlace
 from debias_bench.runs.store import RunStore
-from debias_bench.training.engine import DataPlace, train_run
+from debias_bench.training.engine import train_run
 
 pytestmark = pytest.mark.realdata
 

@@ -26,11 +26,11 @@ from support.processes import run_bench
 
 from debias_bench.cli import main
 from debias_bench.config.run_config import make_config
-from debias_bench.errors import FailReason
+from debias_bench.errors import FailReason, Interrupted
 from debias_bench.launchers.run_one import run_one
 from debias_bench.runs.states import RunState
 from debias_bench.runs.store import RunStore
-from debias_bench.training.engine import Interrupted, train_run
+from debias_bench.training.engine import train_run
 
 CI_GRID = [
     "--methods", "vanilla", "--datasets", "cmnist", "--ratios", "5", "--seeds", "0,1,2",

@@ -10,9 +10,11 @@ import torch
 
 from debias_bench.config.run_config import RunConfig, make_config
 from debias_bench.data.contract import Batch, DatasetSpec
+from debias_bench.errors import Interrupted
+from debias_bench.paths import DataPlace
 from debias_bench.runs.run_dir import RunDir
 from debias_bench.runs.store import RunStore
-from debias_bench.training.engine import DataPlace, Interrupted, train_run
+from debias_bench.training.engine import train_run
 from support.asserts import assert_close_nested
 
 CPU = torch.device("cpu")

@@ -8,6 +8,9 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
+from debias_bench.runs.run_dir import RunDir
+from debias_bench.runs.store import RunStore
+
 
 def run_bench(
     *args: str, env: Mapping[str, str], cwd: Path | None = None, timeout: float = 600
@@ -36,3 +39,10 @@ def bench_env(tmp_path: Path, **extra: str) -> dict[str, str]:
         "OMP_NUM_THREADS": "1",
         **extra,
     }
+
+
+def run_of_seed(out: Path, seed: int = 0) -> RunDir:
+    """The run folder of seed ``seed`` in the run store ``out`` (the test's one run of it)."""
+    found = [d for d in RunStore(out).runs() if d.config()["seed"] == seed]
+    assert found, f"no run of seed {seed} under {out}"
+    return found[0]

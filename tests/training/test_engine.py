@@ -12,12 +12,12 @@ from support.planted import plant
 from debias_bench.config.hparams import EngineParams
 from debias_bench.config.run_config import make_config
 from debias_bench.config.selection import SELECTIONS
-from debias_bench.errors import ConfigError
+from debias_bench.errors import ConfigError, Interrupted
 from debias_bench.launchers.run_one import run_one
 from debias_bench.registry import METHODS, register_method
 from debias_bench.runs.states import RunState
 from debias_bench.runs.store import RunStore
-from debias_bench.training.engine import Interrupted, train_run
+from debias_bench.training.engine import train_run
 
 TINY = {"steps": 24, "eval_every": 8, "batch_size": 32}
 

@@ -18,14 +18,14 @@ from pathlib import Path
 import pytest
 import torch
 from support.asserts import assert_close_nested
-from support.processes import bench_env
+from support.processes import bench_env, run_of_seed
 from support.scripted import _wait_for
-from test_launch_faults import _run_dir
 
 from debias_bench.config.run_config import make_config
+from debias_bench.errors import Interrupted
 from debias_bench.registry import METHODS
 from debias_bench.runs.store import RunStore
-from debias_bench.training.engine import Interrupted, train_run
+from debias_bench.training.engine import train_run
 from debias_bench.training.method import Method
 from debias_bench.training.stages import StageStopped, stop_between_steps
 
@@ -110,7 +110,7 @@ def _args(out: Path, method: str) -> list[str]:
 
 def _preparing(out: Path) -> bool:
     try:
-        status = _run_dir(out).status()
+        status = run_of_seed(out).status()
     except (AssertionError, OSError, ValueError):
         return False
     return status.get("state") == "running" and status.get("stage") == "preparing"
@@ -144,7 +144,7 @@ def test_ctrl_c_in_a_preparation_stage_stops_within_seconds_and_a_rerun_ends_don
     assert took < 10, f"{method}: Ctrl-C took {took:.1f} s to stop the run\n{err}"
     assert sweep.returncode == 128 + signal.SIGINT, err
     assert "Traceback" not in err, err
-    run_dir = _run_dir(out)
+    run_dir = run_of_seed(out)
     status = run_dir.status()
     assert status["state"] == "interrupted", status
     assert "preparation stage" in status["note"], status
