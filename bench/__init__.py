@@ -53,7 +53,7 @@ _API: dict[str, str] = {
     "DatasetFamily": "debias_bench.data.family",
     "PresetValues": "debias_bench.data.family",
     "DataOption": "debias_bench.data.options",
-    "DatasetSpec": "debias_bench.data.contract",
+    "DatasetSpec": "debias_bench.data.spec",
     "Split": "debias_bench.data.contract",
     "Splits": "debias_bench.data.contract",
     "Batch": "debias_bench.data.contract",
@@ -278,9 +278,10 @@ if TYPE_CHECKING:  # what static tools (mypy, the docs) see of the lazy names
     from debias_bench.config.hparams import REQUIRED, EngineParams, hparam
     from debias_bench.config.sampling import sampling_option
     from debias_bench.config.search import Around, Choice, IntRange, LogUniform, Uniform
-    from debias_bench.data.contract import Batch, DatasetSpec, Split, Splits, TrainStream
+    from debias_bench.data.contract import Batch, Split, Splits, TrainStream
     from debias_bench.data.family import DatasetFamily, PresetValues
     from debias_bench.data.options import DataOption
+    from debias_bench.data.spec import DatasetSpec
     from debias_bench.datasets.cmnist import ColoredMNIST, ColourBiasedDigits
     from debias_bench.datasets.mnist_raw import IdxSource
     from debias_bench.errors import (

@@ -208,9 +208,9 @@ METHODS: Registry[Any] = Registry("method", "debias_bench.methods")
 DATASETS: Registry[Any] = Registry("dataset", "debias_bench.datasets")
 
 #: backbone and optimiser names, so that configuration can validate them without importing
-#: the training modules that build them (each registers itself when first looked up)
-BACKBONES: Registry[Any] = Registry("backbone", "debias_bench.training.backbones")
-OPTIMIZERS: Registry[Any] = Registry("optimizer", "debias_bench.training.optim")
+#: the training modules that build them (declared by name in ``training.catalog``)
+BACKBONES: Registry[Any] = Registry("backbone", "debias_bench.training.catalog")
+OPTIMIZERS: Registry[Any] = Registry("optimizer", "debias_bench.training.catalog")
 
 register_method = METHODS.register
 register_dataset = DATASETS.register

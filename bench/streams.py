@@ -32,16 +32,21 @@ name (index)                 value (was)                                used by
 ``bar.plan``                 NumPy ``[data_seed, 23]``                  the BAR split
 ===========================  =========================================  ======================
 
-Only the standard library, NumPy and torch are imported: every layer may use it.
+Only the standard library, NumPy and torch are imported: every layer may use it. torch is
+imported by :func:`generator` when it is called, not with the module: the dataset builds draw
+from :func:`rng`, and the dataset modules import this one when they register, without torch.
 """
 
 from __future__ import annotations
 
 import zlib
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
+
+if TYPE_CHECKING:  # annotations only: ``generator`` imports torch when it is called
+    import torch
 
 #: what seeds a stream: an int (a torch seed, or NumPy's ``default_rng(int)``) or NumPy entropy
 Entropy = int | tuple[int, ...]
@@ -142,6 +147,8 @@ def generator(seed: int, name: str, *index: int) -> torch.Generator:
     2**64, the widest seed torch takes: a legacy derivation of a 64-bit stream seed (a
     preparation stage's own ``batch_order``: ``seed * 1_000_003 + epoch``) overflows it, and
     every seed that fitted keeps its value."""
+    import torch  # here, not with the module: a dataset registers and builds without torch
+
     return torch.Generator().manual_seed(stream_seed(seed, name, *index) % 2**64)
 
 

@@ -25,12 +25,11 @@ from __future__ import annotations
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 from PIL import Image
 
-from debias_bench.data.contract import Splits
 from debias_bench.data.download import Download, DriveFile
 from debias_bench.data.family import PresetValues, fixture_root
 from debias_bench.data.split_store import ratio_dirname
@@ -44,6 +43,9 @@ from .folder_layout import (
     scan_class_folders,
     scan_flat_or_nested,
 )
+
+if TYPE_CHECKING:  # annotations only (torch): a dataset registers without torch
+    from debias_bench.data.contract import Splits
 
 #: The Google Drive folder DisEnt's README publishes (its archives are zips: bffhq, cmnist, ...)
 DRIVE_FOLDER = "https://drive.google.com/drive/folders/1JEOqxrhU_IhkdcRohdbuEtFETUxfNmNT"

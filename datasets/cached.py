@@ -17,9 +17,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, ClassVar
 
-from debias_bench.data.contract import DatasetSpec
 from debias_bench.data.family import DatasetFamily
 from debias_bench.data.options import DataOption
+from debias_bench.data.spec import DatasetSpec
 from debias_bench.data.split_store import ratio_dirname
 from debias_bench.errors import DataNotFoundError
 

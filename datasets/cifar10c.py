@@ -30,13 +30,12 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
-import torch
 
-from debias_bench.data.contract import DatasetSpec, Split
 from debias_bench.data.download import Download
 from debias_bench.data.family import PresetValues
 from debias_bench.data.options import DataOption
 from debias_bench.data.progress import progress_bar
+from debias_bench.data.spec import DatasetSpec, SplitArrays
 from debias_bench.data.split_store import ratio_dirname, save_split
 from debias_bench.registry import register_dataset
 from debias_bench.streams import rng
@@ -268,10 +267,8 @@ class CorruptedCIFAR10(ImportableFamily):
             rows = np.array(
                 [lookup[(int(i), int(b))] for i, b in zip(train_rows, biases, strict=True)]
             )
-            split = Split(
-                torch.from_numpy(corrupted[rows]),
-                torch.from_numpy(y[train_rows].astype(np.int64)),
-                torch.from_numpy(biases.astype(np.int64)),
+            split = SplitArrays(
+                corrupted[rows], y[train_rows].astype(np.int64), biases.astype(np.int64)
             )
             save_split(staging / ratio_dirname(ratio) / "train", split)
 
@@ -292,9 +289,4 @@ class CorruptedCIFAR10(ImportableFamily):
             desc=f"corrupting {name}",
             n_jobs=self.n_jobs,
         )
-        split = Split(
-            torch.from_numpy(images),
-            torch.from_numpy(y[rows].astype(np.int64)),
-            torch.from_numpy(biases.astype(np.int64)),
-        )
-        save_split(folder, split)
+        save_split(folder, SplitArrays(images, y[rows].astype(np.int64), biases.astype(np.int64)))

@@ -22,13 +22,12 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
-import torch
 
-from debias_bench.data.contract import DatasetSpec, Split
 from debias_bench.data.download import Download, RemoteFile
 from debias_bench.data.family import PresetValues
 from debias_bench.data.options import DataOption
 from debias_bench.data.progress import progress_bar
+from debias_bench.data.spec import DatasetSpec, SplitArrays
 from debias_bench.data.split_store import ratio_dirname, save_split
 from debias_bench.registry import register_dataset
 from debias_bench.streams import rng as stream_rng
@@ -203,12 +202,7 @@ class ColourBiasedDigits(ImportableFamily):
         rng: np.random.Generator,
     ) -> None:
         images = colorize(digits, biases, self.severity, rng)
-        split = Split(
-            torch.from_numpy(images),
-            torch.from_numpy(labels.astype(np.int64)),
-            torch.from_numpy(biases),
-        )
-        save_split(folder, split)
+        save_split(folder, SplitArrays(images, labels.astype(np.int64), biases))
 
     def write_fixture(self, per_class: int | None = None) -> dict[str, Any]:
         """Tiny idx files (30 training, 10 test images per class by default) in the raw root."""

@@ -20,9 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import torch
 
-from debias_bench.data.contract import Split
 from debias_bench.data.split_store import ratio_dirname
 from debias_bench.errors import CorruptDataError, DataNotFoundError
 
@@ -124,27 +122,12 @@ def find_ratio_dir(root: Path, ratio: float, what: str) -> Path:
     return folder
 
 
-def read_records(
-    recs: list[Record],
-    size: tuple[int, int],
-    name: str,
-    out_dir: Path | None = None,
-    bias_override: np.ndarray | None = None,
-) -> Split:
-    """Decode records into a split; with ``out_dir`` written as ``images.npy``/``attrs.npy``."""
+def read_records(recs: list[Record], size: tuple[int, int], name: str, out_dir: Path) -> None:
+    """Decode records into a prepared split in ``out_dir``: ``images.npy`` (uint8, written
+    as it is decoded, never whole in memory) and ``attrs.npy`` (int64 ``[label, bias]``)."""
     if not recs:
         raise CorruptDataError(f"split {name!r} has no images")
     labels = np.array([r.label for r in recs], dtype=np.int64)
     biases = np.array([r.bias for r in recs], dtype=np.int64)
-    if bias_override is not None:
-        biases = bias_override.astype(np.int64)
-    out = out_dir / "images.npy" if out_dir is not None else None
-    images = decode_files([r.path for r in recs], size, out=out, desc=f"decoding {name}")
-    if out_dir is not None:
-        np.save(out_dir / "attrs.npy", np.stack([labels, biases], axis=1))
-    return Split(
-        images=images if out is not None else torch.from_numpy(images),
-        labels=torch.from_numpy(labels),
-        biases=torch.from_numpy(biases),
-        name=name,
-    )
+    decode_files([r.path for r in recs], size, out=out_dir / "images.npy", desc=f"decoding {name}")
+    np.save(out_dir / "attrs.npy", np.stack([labels, biases], axis=1))

@@ -31,12 +31,11 @@ from pathlib import Path
 from typing import ClassVar
 
 import numpy as np
-import torch
 
-from debias_bench.data.contract import DatasetSpec, Split
 from debias_bench.data.family import DatasetFamily
 from debias_bench.data.integrity import MANIFEST, completeness_problems
 from debias_bench.data.options import DataOption
+from debias_bench.data.spec import DatasetSpec, SplitArrays, SplitLike
 from debias_bench.data.split_store import ratio_dirname, save_split
 from debias_bench.errors import CorruptDataError, DataNotFoundError
 
@@ -48,7 +47,7 @@ from .folder_layout import (
 )
 
 
-def read_lff_split(folder: Path, name: str, spec: DatasetSpec) -> Split:
+def read_lff_split(folder: Path, name: str, spec: DatasetSpec) -> SplitArrays:
     """One LfF split, checked against the family's image size and label ranges."""
     for file in ("images.npy", "attrs.npy"):
         if not (folder / file).is_file():
@@ -74,14 +73,15 @@ def read_lff_split(folder: Path, name: str, spec: DatasetSpec) -> Split:
     labels, biases = attrs[:, 0].astype(np.int64), attrs[:, 1].astype(np.int64)
     if labels.min() < 0 or labels.max() >= spec.num_classes or biases.max() >= spec.num_biases:
         raise CorruptDataError(f"{folder / 'attrs.npy'}: labels or biases out of range")
-    return Split(torch.from_numpy(images), torch.from_numpy(labels), torch.from_numpy(biases), name)
+    return SplitArrays(images, labels, biases, name)
 
 
-def write_lff_split(folder: Path, split: Split) -> None:
+def write_lff_split(folder: Path, split: SplitLike) -> None:
+    """One split (a loaded ``Split``, on the CPU) in the LfF layout: uint8 images and uint8
+    ``[label, bias]`` attrs."""
     folder.mkdir(parents=True, exist_ok=True)
-    images = split.images.numpy() if isinstance(split.images, torch.Tensor) else split.images
-    np.save(folder / "images.npy", np.ascontiguousarray(images, dtype=np.uint8))
-    attrs = torch.stack([split.labels, split.biases], 1).numpy().astype(np.uint8)
+    np.save(folder / "images.npy", np.ascontiguousarray(split.images, dtype=np.uint8))
+    attrs = np.stack([np.asarray(split.labels), np.asarray(split.biases)], 1).astype(np.uint8)
     np.save(folder / "attrs.npy", attrs)
 
 

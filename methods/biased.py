@@ -27,7 +27,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from debias_bench.data.contract import Batch, DatasetSpec, Split, Splits, TrainStream, eval_batches
+from debias_bench.data.contract import Batch, Split, Splits, TrainStream, eval_batches
+from debias_bench.data.spec import DatasetSpec
 from debias_bench.training.metrics import predict_labels
 
 from .losses import generalized_ce

@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from debias_bench.config.hparams import EngineParams
-from debias_bench.data.contract import DatasetSpec
+from debias_bench.data.spec import DatasetSpec
 from debias_bench.training.backbones import Backbone, build_backbone, init_head
 
 

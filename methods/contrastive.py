@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from debias_bench.config.hparams import EngineParams
-from debias_bench.data.contract import DatasetSpec
+from debias_bench.data.spec import DatasetSpec
 from debias_bench.training.backbones import Backbone, build_backbone
 
 

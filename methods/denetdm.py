@@ -65,7 +65,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from debias_bench.config.hparams import EngineParams
-from debias_bench.data.contract import Batch, DatasetSpec, Splits, TrainStream
+from debias_bench.data.contract import Batch, Splits, TrainStream
+from debias_bench.data.spec import DatasetSpec
 from debias_bench.errors import ConfigError
 from debias_bench.streams import stream_seed
 from debias_bench.training.backbones import Backbone, build_backbone

@@ -65,7 +65,8 @@ from torch import nn
 
 from debias_bench.config.hparams import EngineParams
 from debias_bench.config.run_config import RunConfig
-from debias_bench.data.contract import Batch, DatasetSpec, Split, Splits, TrainStream
+from debias_bench.data.contract import Batch, Split, Splits, TrainStream
+from debias_bench.data.spec import DatasetSpec
 from debias_bench.runs.store import RunStore
 from debias_bench.streams import generator, rng
 from debias_bench.training.method import Method, TrainEnv

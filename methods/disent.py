@@ -51,7 +51,8 @@ from torch import nn
 from torch.optim.lr_scheduler import StepLR
 
 from debias_bench.config.hparams import EngineParams
-from debias_bench.data.contract import Batch, DatasetSpec
+from debias_bench.data.contract import Batch
+from debias_bench.data.spec import DatasetSpec
 from debias_bench.training.backbones import Backbone, build_backbone, init_head
 from debias_bench.training.method import Method, TrainEnv
 

@@ -58,7 +58,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from debias_bench.config.hparams import EngineParams
-from debias_bench.data.contract import Batch, DatasetSpec
+from debias_bench.data.contract import Batch
+from debias_bench.data.spec import DatasetSpec
 from debias_bench.training.backbones import build_backbone, init_head
 from debias_bench.training.method import Method, TrainEnv
 

@@ -74,7 +74,8 @@ import torch
 import torch.nn.functional as F
 
 from debias_bench.config.sampling import RESAMPLE
-from debias_bench.data.contract import Batch, DatasetSpec, Splits
+from debias_bench.data.contract import Batch, Splits
+from debias_bench.data.spec import DatasetSpec
 from debias_bench.training.method import TrainEnv
 from debias_bench.training.sampling import UNIFORM, GroupBalanced, Sampler
 

@@ -74,7 +74,8 @@ import torch
 import torch.nn.functional as F
 
 from debias_bench.config.sampling import RESAMPLE
-from debias_bench.data.contract import Batch, DatasetSpec, Splits, TrainStream
+from debias_bench.data.contract import Batch, Splits, TrainStream
+from debias_bench.data.spec import DatasetSpec
 from debias_bench.errors import ConfigError
 from debias_bench.streams import stream_seed
 from debias_bench.training.method import TrainEnv

@@ -53,7 +53,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from debias_bench.data.contract import Batch, DatasetSpec, Splits
+from debias_bench.data.contract import Batch, Splits
+from debias_bench.data.spec import DatasetSpec
 from debias_bench.streams import stream_seed
 from debias_bench.training.method import TrainEnv
 

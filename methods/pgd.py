@@ -84,7 +84,8 @@ import torch
 import torch.nn.functional as F
 
 from debias_bench.config.sampling import RESAMPLE
-from debias_bench.data.contract import Batch, DatasetSpec, Split, Splits, TrainStream, eval_batches
+from debias_bench.data.contract import Batch, Split, Splits, TrainStream, eval_batches
+from debias_bench.data.spec import DatasetSpec
 from debias_bench.streams import stream_seed
 from debias_bench.training.method import TrainEnv
 from debias_bench.training.sampling import UNIFORM, Sampler, Weighted

@@ -62,7 +62,8 @@ import torch
 import torch.nn.functional as F
 
 from debias_bench.config.hparams import EngineParams
-from debias_bench.data.contract import Batch, DatasetSpec
+from debias_bench.data.contract import Batch
+from debias_bench.data.spec import DatasetSpec
 from debias_bench.training.method import Method, TrainEnv
 from debias_bench.training.optim import OptimizerSettings
 

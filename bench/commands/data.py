@@ -17,7 +17,7 @@ from debias_bench.data.family import fixture_root
 from debias_bench.data.folder_swap import build_lock
 from debias_bench.data.options import data_options_by_dataset
 from debias_bench.data.split_store import describe_dataset
-from debias_bench.datasets import lff_npy, loading_bench
+from debias_bench.datasets import lff_npy
 from debias_bench.datasets.lff_npy import ImportableFamily, exports_lff
 from debias_bench.errors import BenchError, ConfigError, CorruptDataError
 from debias_bench.registry import DATASETS
@@ -25,8 +25,8 @@ from debias_bench.registry import DATASETS
 from .common import command_with_verbs, data_args, floats
 
 if TYPE_CHECKING:  # the dataset modules are imported when a command needs them
-    from debias_bench.data.contract import DatasetSpec
     from debias_bench.data.family import DatasetFamily
+    from debias_bench.data.spec import DatasetSpec
     from debias_bench.datasets.lff_npy import ImportableFamily
 
 
@@ -214,9 +214,10 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
+    from debias_bench.perf.loading import run as measure_loading  # torch: prepare needs none
 
     family = _family(args.name, args)
-    loading_bench.run(family, float(args.ratio) if args.ratio else family.spec.ratios[-1], args)
+    measure_loading(family, float(args.ratio) if args.ratio else family.spec.ratios[-1], args)
     return 0
 
 

@@ -1,4 +1,8 @@
-"""The dataset contract: a spec, in-memory splits of uint8 images, and a batch pipeline.
+"""The dataset contract's torch side: in-memory splits of uint8 images and a batch pipeline.
+
+What a dataset is (``DatasetSpec``) and the checks of its labels are in the torch-free
+``debias_bench.data.spec``; reading a prepared split into a ``Split`` is
+``debias_bench.data.split_loading``.
 
 Images are stored as uint8 arrays ``N x H x W x C`` (the LfF npy layout), either torch tensors
 in memory or NumPy memory maps for the large sets. Batches are built on tensors: a per-epoch
@@ -23,38 +27,13 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+# ``DatasetSpec`` lives in the torch-free ``debias_bench.data.spec`` (a dataset registers
+# without torch); re-exported here until the modules that import it from here (methods,
+# training, perf, tests) import it from there
+from debias_bench.data.spec import DatasetSpec as DatasetSpec
 from debias_bench.streams import generator
 
 ArrayLike = torch.Tensor | np.ndarray
-
-
-@dataclass(frozen=True)
-class DatasetSpec:
-    """What a method and the engine need to know about a dataset family."""
-
-    name: str
-    num_classes: int
-    num_biases: int
-    ratios: tuple[float, ...]
-    image_size: tuple[int, int]  # (height, width) in pixels, as the splits store the images
-    channels: int
-    backbone: str
-    test_kind: str  # "unbiased" (bias uniform) or "conflicting" (bias-conflicting samples only)
-    class_names: tuple[str, ...] = ()
-    bias_names: tuple[str, ...] = ()
-    mean: tuple[float, ...] | None = None  # normalisation after scaling to [0, 1]
-    std: tuple[float, ...] | None = None
-    crop_padding: int = 0  # training augmentation: random crop with this padding
-    hflip: bool = False  # training augmentation: random horizontal flip
-
-    @property
-    def input_dim(self) -> int:
-        return self.channels * self.image_size[0] * self.image_size[1]
-
-    @property
-    def size_text(self) -> str:
-        """``HxW`` (height by width): ``28x28``, ``64x32``."""
-        return f"{self.image_size[0]}x{self.image_size[1]}"
 
 
 @dataclass
@@ -122,50 +101,6 @@ class Batch(NamedTuple):
     x: torch.Tensor
     y: torch.Tensor
     b: torch.Tensor
-
-
-def out_of_range(values: torch.Tensor | np.ndarray, size: int) -> tuple[int, int, int] | None:
-    """(how many, the first one's position, its value) of the entries of ``values`` outside
-    ``0 .. size - 1``; None when every entry is in range (one min and one max when it is)."""
-    array = values.numpy() if isinstance(values, torch.Tensor) else np.asarray(values)
-    if not len(array) or (array.min() >= 0 and array.max() < size):
-        return None
-    bad = np.flatnonzero((array < 0) | (array >= size))
-    return len(bad), int(bad[0]), int(array[bad[0]])
-
-
-def range_problems(
-    split: str,
-    labels: torch.Tensor | np.ndarray,
-    biases: torch.Tensor | np.ndarray,
-    num_classes: int,
-    num_biases: int,
-) -> list[str]:
-    """What of one split's labels and bias labels lies outside its dataset's classes and
-    biases, one phrase each: ``3 test labels outside 0..9 (first: item 17, value 10)``."""
-    problems = []
-    for what, values, size in (("label", labels, num_classes), ("bias label", biases, num_biases)):
-        found = out_of_range(values, size)
-        if found is not None:
-            count, first, value = found
-            plural = "s" if count > 1 else ""
-            problems.append(
-                f"{count} {split} {what}{plural} outside 0..{size - 1} "
-                f"(first: item {first}, value {value})"
-            )
-    return problems
-
-
-def splits_range_problems(splits: Splits, spec: DatasetSpec) -> list[str]:
-    """``range_problems`` of every split of ``splits`` against ``spec``."""
-    names = ("train", "valid", "test")
-    return [
-        problem
-        for name, split in zip(names, splits, strict=True)
-        for problem in range_problems(
-            name, split.labels, split.biases, spec.num_classes, spec.num_biases
-        )
-    ]
 
 
 def take(images: ArrayLike, rows: torch.Tensor) -> torch.Tensor:

@@ -32,9 +32,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from debias_bench.data.contract import DatasetSpec, Splits, range_problems
 from debias_bench.data.declared import refuse_inherited_data_facts
 from debias_bench.data.download import Download
 from debias_bench.data.folder_swap import (
@@ -55,9 +54,9 @@ from debias_bench.data.integrity import (
     range_checked,
 )
 from debias_bench.data.options import DataOption, check_options, declared_options
+from debias_bench.data.spec import DatasetSpec, range_problems
 from debias_bench.data.split_store import (
     SPLIT_FILES,
-    load_split,
     read_attrs,
     seal_dataset,
     split_digest,
@@ -65,6 +64,9 @@ from debias_bench.data.split_store import (
 )
 from debias_bench.errors import BenchError, ConfigError, CorruptDataError, DataNotFoundError
 from debias_bench.registry import DATASETS
+
+if TYPE_CHECKING:  # annotations only (torch): a family registers and is listed without torch
+    from debias_bench.data.contract import Splits
 
 DATASETS.add_check(refuse_inherited_data_facts)  # a dataset's own sizes, shape, valid split
 
@@ -305,14 +307,14 @@ class DatasetFamily(ABC):
         """Splits for one bias-conflicting ratio (in percent); prepares them when missing and
         checks every file read against the manifest (CorruptDataError on a mismatch, or when
         a prepared file is gone: ``ready_to_read``)."""
+        from debias_bench.data.split_loading import load_splits  # torch: only when data is loaded
+
         ratio = self.check_ratio(ratio)
         self.ready_to_read(ratio)
         self.prepare([ratio])
         _, dirs = self.split_dirs(ratio)
         self.checked_files(ratio)
-        return Splits(
-            **{name: load_split(d, name, mmap=self.memory_mapped) for name, d in dirs.items()}
-        )
+        return load_splits(dirs, mmap=self.memory_mapped)
 
     def repair_command(self) -> str:
         """The command that rebuilds this dataset's prepared data (its non-default build

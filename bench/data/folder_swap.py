@@ -21,8 +21,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Protocol
 
-from debias_bench.data.contract import DatasetSpec
 from debias_bench.data.integrity import completeness_problems
+from debias_bench.data.spec import DatasetSpec
 
 
 class Lockable(Protocol):

@@ -40,10 +40,13 @@ import json
 import os
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from debias_bench.data.contract import Splits, splits_range_problems
+from debias_bench.data.spec import splits_range_problems
 from debias_bench.errors import CorruptDataError, FailReason, RunFailure
+
+if TYPE_CHECKING:  # annotations only (torch): a dataset registers without torch
+    from debias_bench.data.contract import Splits
 
 MANIFEST = "manifest.json"
 VERIFIED_CACHE = ".verified.json"
@@ -220,7 +223,7 @@ def manifest_digests(root: Path, fix: str) -> dict[str, str]:
     return dict(read_manifest(root, fix)["files"])
 
 
-Load = Callable[[Any, float], Splits]
+Load = Callable[[Any, float], "Splits"]
 
 
 def range_checked(load: Load) -> Load:

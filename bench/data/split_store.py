@@ -8,6 +8,10 @@ Prepared splits use the LfF npy layout, one folder per split::
 plus a ``manifest.json`` per prepared dataset with its build parameters and the SHA-256 and size
 of every file (``seal_dataset`` writes it last: it marks the build complete), and every split's
 size, image shape and class x bias counts, which ``verify_dataset`` checks.
+
+Writing and checking the store needs NumPy only: a dataset build writes ``SplitArrays``
+(``save_split``) without importing torch. Reading a split back as a torch ``Split`` is
+``debias_bench.data.split_loading.load_split``.
 """
 
 from __future__ import annotations
@@ -20,9 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 
-from debias_bench.data.contract import Split, range_problems
 from debias_bench.data.folder_swap import replace_dir
 from debias_bench.data.integrity import (
     MANIFEST,
@@ -32,19 +34,20 @@ from debias_bench.data.integrity import (
     sha256,
     stamp,
 )
+from debias_bench.data.spec import SplitLike, range_problems
 from debias_bench.errors import CorruptDataError
 
 SPLIT_FILES = ("images.npy", "attrs.npy")
 
 
-def split_digest(split: Split) -> str:
+def split_digest(split: SplitLike) -> str:
     """SHA-256 of a split's images, labels and biases (families without a manifest)."""
     digest = hashlib.sha256()
-    images = split.images.numpy() if isinstance(split.images, torch.Tensor) else split.images
+    images = np.asarray(split.images)  # a CPU tensor or a memory map: a view, no copy
     for start in range(0, len(images), 4096):
         digest.update(np.ascontiguousarray(images[start : start + 4096]).tobytes())
-    digest.update(split.labels.numpy().tobytes())
-    digest.update(split.biases.numpy().tobytes())
+    digest.update(np.asarray(split.labels).tobytes())
+    digest.update(np.asarray(split.biases).tobytes())
     return digest.hexdigest()
 
 
@@ -53,42 +56,18 @@ def ratio_dirname(ratio: float) -> str:
     return f"{ratio:g}pct"
 
 
-def save_split(folder: Path, split: Split) -> None:
-    folder.mkdir(parents=True, exist_ok=True)
-    images = split.images.numpy() if isinstance(split.images, torch.Tensor) else split.images
-    np.save(folder / "images.npy", np.ascontiguousarray(images, dtype=np.uint8))
-    attrs = torch.stack([split.labels, split.biases], dim=1).numpy().astype(np.int64)
-    np.save(folder / "attrs.npy", attrs)
-
-
-def load_split(folder: Path, name: str, mmap: bool = False) -> Split:
-    """Read one split; ``mmap`` keeps the images on disk (for the 224-px sets)."""
-    paths = [folder / "images.npy", folder / "attrs.npy"]
-    for path in paths:
-        if not path.is_file():
-            raise CorruptDataError(
-                f"prepared split is incomplete: {path} is missing",
-                hint="delete the folder and run `bench data prepare` again",
-            )
-    try:
-        images = np.load(paths[0], mmap_mode="r" if mmap else None)
-        attrs = np.load(paths[1])
-    except (ValueError, OSError, EOFError) as exc:
-        raise CorruptDataError(
-            f"cannot read {paths[0].parent}: {exc}",
-            hint="delete the folder and run `bench data prepare` again",
-        ) from exc
-    if images.dtype != np.uint8 or images.ndim != 4 or attrs.ndim != 2 or attrs.shape[1] < 2:
-        raise CorruptDataError(
-            f"{folder}: expected uint8 images N x H x W x C and attrs N x 2, got "
-            f"{images.dtype} {images.shape} and {attrs.shape}"
+def save_split(folder: Path, split: SplitLike) -> None:
+    """Write one split (a ``SplitArrays`` or a ``Split`` on the CPU) into ``folder`` as
+    ``images.npy`` (uint8) and ``attrs.npy`` (int64 ``[label, bias]``)."""
+    labels, biases = np.asarray(split.labels), np.asarray(split.biases)
+    if len(split.images) != len(labels) or len(biases) != len(labels):
+        raise ValueError(
+            f"split for {folder}: {len(split.images)} images, {len(labels)} labels, "
+            f"{len(biases)} bias labels; they must match"
         )
-    return Split(
-        images=images if mmap else torch.from_numpy(images),
-        labels=torch.from_numpy(attrs[:, 0].astype(np.int64)),
-        biases=torch.from_numpy(attrs[:, 1].astype(np.int64)),
-        name=name,
-    )
+    folder.mkdir(parents=True, exist_ok=True)
+    np.save(folder / "images.npy", np.ascontiguousarray(split.images, dtype=np.uint8))
+    np.save(folder / "attrs.npy", np.stack([labels, biases], axis=1).astype(np.int64))
 
 
 def publish_dataset(

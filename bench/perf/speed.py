@@ -71,8 +71,9 @@ import torch.nn.functional as F
 
 from debias_bench.config.hparams import MAX_STEPS, timing_values
 from debias_bench.config.run_config import RunConfig, RunRequest, method_hparams, resolve_layers
-from debias_bench.data.contract import DatasetSpec, Split, Splits
+from debias_bench.data.contract import Split, Splits
 from debias_bench.data.family import DatasetFamily
+from debias_bench.data.spec import DatasetSpec
 from debias_bench.errors import Interrupted
 from debias_bench.methods.common import make_classifier
 from debias_bench.paths import DataPlace

@@ -21,7 +21,7 @@ Named ResNets and where they come from (``../shared/reference/METHODS.md`` secti
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -30,9 +30,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from debias_bench.config.hparams import EngineParams
-from debias_bench.data.contract import DatasetSpec
+from debias_bench.data.spec import DatasetSpec
 from debias_bench.errors import DataNotFoundError
-from debias_bench.registry import BACKBONES, register_backbone
+from debias_bench.registry import BACKBONES
 
 
 class Backbone(nn.Module):
@@ -66,7 +66,7 @@ class MLP(Backbone):
         return self.layers(x.flatten(1) * self.scale)
 
 
-def _mlp(spec: DatasetSpec, hp: EngineParams) -> Backbone:
+def build_mlp(spec: DatasetSpec, hp: EngineParams) -> Backbone:
     return MLP(spec.input_dim, hp.mlp_hidden or (100, 100, 100), input_div255=hp.input_div255)
 
 
@@ -178,29 +178,24 @@ def imagenet_resnet18_weights(explicit: str | None = None) -> Path:
     )
 
 
-def _resnet18(spec: DatasetSpec, hp: EngineParams) -> Backbone:
+def build_resnet18(spec: DatasetSpec, hp: EngineParams) -> Backbone:
     return ResNet18()
 
 
-def _resnet18_pretrained(spec: DatasetSpec, hp: EngineParams) -> Backbone:
+def build_resnet18_pretrained(spec: DatasetSpec, hp: EngineParams) -> Backbone:
     return ResNet18(imagenet_resnet18_weights(hp.pretrained_weights))
 
 
-def _resnet18_etf(spec: DatasetSpec, hp: EngineParams) -> Backbone:
+def build_resnet18_etf(spec: DatasetSpec, hp: EngineParams) -> Backbone:
     return ResNet18(imagenet_resnet18_weights(hp.pretrained_weights), reinit_convs=True)
 
 
-#: name -> builder from the dataset's spec and the run's (engine) hyperparameters
-_BUILDERS: dict[str, Callable[[DatasetSpec, EngineParams], Backbone]] = {
-    "mlp": _mlp,
-    "resnet20": lambda spec, hp: ResNet20(spec.channels),
-    "resnet20_kaiming": lambda spec, hp: ResNet20(spec.channels, head_init="kaiming"),
-    "resnet18": _resnet18,
-    "resnet18_pretrained": _resnet18_pretrained,
-    "resnet18_etf": _resnet18_etf,
-}
-for _name, _builder in _BUILDERS.items():
-    register_backbone(_name, display_name=_name)(_builder)
+def build_resnet20(spec: DatasetSpec, hp: EngineParams) -> Backbone:
+    return ResNet20(spec.channels)
+
+
+def build_resnet20_kaiming(spec: DatasetSpec, hp: EngineParams) -> Backbone:
+    return ResNet20(spec.channels, head_init="kaiming")
 
 
 def init_head(backbone: nn.Module, head: nn.Linear) -> nn.Linear:

@@ -21,7 +21,8 @@ from torch import nn
 
 from debias_bench.config.hparams import EngineParams, declarations
 from debias_bench.config.run_config import RunConfig
-from debias_bench.data.contract import Batch, DatasetSpec, Splits
+from debias_bench.data.contract import Batch, Splits
+from debias_bench.data.spec import DatasetSpec
 from debias_bench.errors import ConfigError
 from debias_bench.training.acceleration import full_precision
 from debias_bench.training.optim import OptimizerSettings, make_optimizer, make_scheduler

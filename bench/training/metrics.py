@@ -15,7 +15,8 @@ from debias_bench.config.selection import (
     class_difference,
     worst_group,
 )
-from debias_bench.data.contract import DatasetSpec, Split, eval_batches
+from debias_bench.data.contract import Split, eval_batches
+from debias_bench.data.spec import DatasetSpec
 from debias_bench.errors import FailReason, RunFailure
 
 

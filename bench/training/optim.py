@@ -15,15 +15,6 @@ from torch.optim.lr_scheduler import LRScheduler, StepLR
 
 from debias_bench.config.hparams import EngineParams
 from debias_bench.errors import ConfigError
-from debias_bench.registry import register_optimizer
-
-#: the optimisers ``optimizer`` (and a method's own optimiser keys) may name
-for _name, _cls in (
-    ("adam", torch.optim.Adam),
-    ("adamw", torch.optim.AdamW),
-    ("sgd", torch.optim.SGD),
-):
-    register_optimizer(_name, display_name=_cls.__name__)(_cls)
 
 
 @dataclass(frozen=True)

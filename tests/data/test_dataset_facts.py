@@ -50,7 +50,7 @@ class Digits(ColourBiasedDigits):
 
 #: A family of its own (no base class in common with the recipe's but DatasetFamily).
 OWN_FAMILY = """
-from debias_bench.data.contract import DatasetSpec
+from debias_bench.data.spec import DatasetSpec
 from debias_bench.data.family import DatasetFamily
 from debias_bench.registry import register_dataset
 

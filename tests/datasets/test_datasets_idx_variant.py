@@ -9,8 +9,8 @@ import json
 import numpy as np
 import pytest
 
-from debias_bench.data.contract import DatasetSpec
 from debias_bench.data.folder_swap import build_lock
+from debias_bench.data.spec import DatasetSpec
 from debias_bench.datasets.cmnist import ColourBiasedDigits
 from debias_bench.datasets.mnist_raw import IdxSource, write_idx
 from debias_bench.errors import DataNotFoundError

@@ -6,14 +6,10 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from debias_bench.data.contract import (
-    DatasetSpec,
-    Split,
-    TrainStream,
-    epoch_generator,
-    random_crop_flip,
-)
-from debias_bench.data.split_store import load_split, save_split
+from debias_bench.data.contract import Split, TrainStream, epoch_generator, random_crop_flip
+from debias_bench.data.spec import DatasetSpec, SplitArrays
+from debias_bench.data.split_loading import load_split
+from debias_bench.data.split_store import save_split, split_digest
 
 
 def test_batch_crop_flip_matches_a_per_sample_crop():
@@ -65,6 +61,23 @@ def test_memmap_and_in_memory_splits_give_identical_batches(tmp_path):
     for _ in range(5):
         next(fresh)
     assert torch.equal(next(resumed).x, next(fresh).x)
+
+
+def test_a_build_s_arrays_and_a_split_are_stored_and_read_alike(tmp_path):
+    """``save_split`` of NumPy arrays (what a build writes, without torch) and of the torch
+    ``Split`` of the same data: the same files (uint8 images, int64 attrs), read back equal."""
+    rng = np.random.default_rng(0)
+    images = rng.integers(0, 255, (20, 4, 4, 3), dtype=np.uint8)
+    labels, biases = np.arange(20) % 3, (np.arange(20) % 2).astype(np.int32)
+    save_split(tmp_path / "arrays", SplitArrays(images, labels, biases))
+    split = Split(torch.from_numpy(images), torch.from_numpy(labels), torch.from_numpy(biases))
+    save_split(tmp_path / "split", split)
+    for name in ("images.npy", "attrs.npy"):
+        assert (tmp_path / "arrays" / name).read_bytes() == (tmp_path / "split" / name).read_bytes()
+    assert np.load(tmp_path / "arrays" / "attrs.npy").dtype == np.int64
+    back = load_split(tmp_path / "arrays", "train")
+    assert torch.equal(back.images, split.images) and back.labels.dtype == torch.int64
+    assert split_digest(back) == split_digest(SplitArrays(images, labels, biases.astype(np.int64)))
 
 
 def test_uint8_crop_pads_black_and_leaves_the_input_alone():

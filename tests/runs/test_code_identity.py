@@ -31,7 +31,8 @@ from pathlib import Path
 
 import torch
 
-from debias_bench.data.contract import DatasetSpec, Split, Splits
+from debias_bench.data.contract import Split, Splits
+from debias_bench.data.spec import DatasetSpec
 from debias_bench.data.family import DatasetFamily
 from debias_bench.methods.vanilla import Vanilla
 from debias_bench.registry import DATASETS, register_method

@@ -21,7 +21,8 @@ from typing import Any
 import torch
 
 from debias_bench.config.hparams import EngineParams, hparam
-from debias_bench.data.contract import Batch, DatasetSpec
+from debias_bench.data.contract import Batch
+from debias_bench.data.spec import DatasetSpec
 from debias_bench.methods.vanilla import Vanilla
 from debias_bench.registry import METHODS, register_method
 from debias_bench.training.method import TrainEnv

@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from debias_bench.config.run_config import RunConfig, make_config
-from debias_bench.data.contract import Batch, DatasetSpec
+from debias_bench.data.contract import Batch
+from debias_bench.data.spec import DatasetSpec
 from debias_bench.errors import Interrupted
 from debias_bench.paths import DataPlace
 from debias_bench.runs.run_dir import RunDir

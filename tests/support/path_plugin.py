@@ -17,7 +17,8 @@ PLUGIN = textwrap.dedent(
     """A dataset plugin that lives outside the repository and off sys.path."""
     import torch
 
-    from debias_bench.data.contract import DatasetSpec, Split, Splits
+    from debias_bench.data.contract import Split, Splits
+    from debias_bench.data.spec import DatasetSpec
     from debias_bench.data.options import DataOption
     from debias_bench.data.family import DatasetFamily
     from debias_bench.registry import register_dataset

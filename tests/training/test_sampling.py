@@ -13,7 +13,8 @@ from support.planted import finish, plant, selections
 from debias_bench.cli import main
 from debias_bench.config.run_config import resolve_hparams
 from debias_bench.config.sampling import sampling_variant, split_variant, variant_key
-from debias_bench.data.contract import DatasetSpec, Split, TrainStream, uniform_order
+from debias_bench.data.contract import Split, TrainStream, uniform_order
+from debias_bench.data.spec import DatasetSpec
 from debias_bench.methods.groupdro import GroupDRO
 from debias_bench.methods.vanilla import Vanilla
 from debias_bench.registry import DATASETS

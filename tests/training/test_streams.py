@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 import torch
 
-from debias_bench.data.contract import DatasetSpec, Split, TrainStream, crop_flip_nhwc, to_float
+from debias_bench.data.contract import Split, TrainStream, crop_flip_nhwc, to_float
+from debias_bench.data.spec import DatasetSpec
 from debias_bench.streams import LEGACY, entropy, generator, rng, stream_seed
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -10,6 +10,9 @@ The per-file baseline reads files written from the same prepared images (PNG for
 as the DisEnt/BE releases; JPEG quality 95 above), so it decodes images already at the final
 size: real releases store larger JPEGs (BAR up to several megapixels), so the true gap is
 larger than the one measured. Both paths run in the same process, one after the other.
+
+It lives with the other speed measurements, not in ``debias_bench.datasets`` (whose every
+module is imported to register the dataset families, without torch).
 """
 
 from __future__ import annotations
@@ -24,8 +27,9 @@ import torch
 from PIL import Image
 from torch.utils.data import DataLoader, Dataset
 
-from debias_bench.data.contract import DatasetSpec, Split, TrainStream, take
+from debias_bench.data.contract import Split, TrainStream, take
 from debias_bench.data.family import DatasetFamily
+from debias_bench.data.spec import DatasetSpec
 
 
 class PerFileDataset(Dataset):
