@@ -7,6 +7,8 @@ pandas or scipy: seconds each), and a command imports only its own module. The c
 from __future__ import annotations
 
 import argparse
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -66,3 +68,16 @@ def test_help_lists_every_command_with_its_own_help_line() -> None:
 def test_a_command_line_still_parses_in_full_for_the_command_it_runs() -> None:
     args = build_parser(["list"]).parse_args(["list", "selections"])
     assert args.what == "selections" and callable(args.func)
+
+
+def test_a_reader_that_stops_early_gets_no_traceback(tmp_path: Path) -> None:
+    """``bench list methods | head -1``: the pipe closes under the listing."""
+    bench = "import sys; from debias_bench.cli import main; sys.exit(main(sys.argv[1:]))"
+    done = subprocess.run(
+        ["sh", "-c", f'"{sys.executable}" -c "{bench}" list methods | head -1'],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.stdout.startswith("| name")
+    assert "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr, done.stderr
