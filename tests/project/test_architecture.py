@@ -6,6 +6,7 @@
 - First-party imports inside function bodies: at most 12, each for an optional or heavy
   dependency and saying so in a comment on its line.
 - At most 6 modules directly in ``bench/``; no module over 500 lines.
+- Every package folder is one the wheel installs (pyproject.toml lists them one by one).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import tomllib
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "scripts" / "lint_imports.py"
@@ -125,3 +127,16 @@ def test_the_package_root_is_small_and_no_module_is_long() -> None:
         if (n := len(p.read_text().splitlines())) > 500
     }
     assert long == {}, long
+
+
+def test_every_package_folder_is_installed() -> None:
+    """A sub-package left out of ``[tool.setuptools] packages`` is missing from the wheel and
+    the sdist (tox installs the sdist): its imports fail there, not in a checkout."""
+    setup = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
+    found = set()
+    for package, folder in setup["package-dir"].items():
+        for init in (REPO / folder).rglob("__init__.py"):
+            parts = init.parent.relative_to(REPO / folder).parts
+            if "__pycache__" not in parts:
+                found.add(".".join((package, *parts)))
+    assert found == set(setup["packages"])
