@@ -28,8 +28,8 @@ import torch
 import torch.nn.functional as F
 
 # ``DatasetSpec`` lives in the torch-free ``debias_bench.data.spec`` (a dataset registers
-# without torch); re-exported here until the modules that import it from here (methods,
-# training, perf, tests) import it from there
+# without torch); the name stays here too for the flat layout's ``debias_bench.data.DatasetSpec``
+# (``debias_bench.data.__getattr__`` reads this module), which plugins may still import
 from debias_bench.data.spec import DatasetSpec as DatasetSpec
 from debias_bench.streams import generator
 
