@@ -332,8 +332,13 @@ class RunDir:
         """What the store says about the run, for
         :func:`debias_bench.runs.states.effective_state`."""
         status, result, fault = self._read()
-        pid = int(status.get("pid") or 0)
         running = status.get("state") == RunState.RUNNING
+        lock = self.lock_held() if running else None
+        if lock is False:  # it may have ended between the two reads: read what it left
+            status, result, fault = self._read()
+            running = status.get("state") == RunState.RUNNING
+            lock = lock if running else None
+        pid = int(status.get("pid") or 0)
         return Facts(
             stored=RunState.PENDING if fault else parse_state(status.get("state")),
             result_ok=result is not None,
@@ -342,7 +347,7 @@ class RunDir:
             attempts=int(status.get("attempt") or 0),
             same_host=status.get("host", socket.gethostname()) == socket.gethostname(),
             heartbeat_age_s=time.time() - float(status.get("heartbeat") or 0),
-            lock_held=self.lock_held() if running else None,
+            lock_held=lock,
             pid_alive=pid_alive(pid) if running else False,
         )
 

@@ -7,7 +7,7 @@ import errno
 import json
 
 import pytest
-from support.planted import finish, plant
+from support.planted import finish, finish_running, plant
 
 from debias_bench.cli import main
 from debias_bench.errors import CorruptDataError, FailReason, RunFailure
@@ -158,6 +158,21 @@ def test_illegal_transitions_are_refused(tmp_path, stored, target):
     with pytest.raises(IllegalTransition):
         run.transition(target)
     assert run.status_path.read_bytes() == before
+
+
+def test_a_run_that_ends_while_it_is_read_is_done_not_dead(tmp_path, monkeypatch):
+    """Its owner writes the result, records done and lets go of the lock between the read of
+    its status (running) and the read of its lock (free): a sweep waiting for it said
+    "released (dead)" under load and trained it again."""
+    run = plant(RunStore(tmp_path))
+    run.transition(S.RUNNING, attempt=1)
+
+    def ends_now() -> bool:
+        finish_running(run)
+        return False
+
+    monkeypatch.setattr(run, "lock_held", ends_now)
+    assert run.effective_state() is S.DONE
 
 
 def test_a_done_run_never_changes_state(tmp_path):
