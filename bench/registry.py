@@ -86,7 +86,7 @@ class Registry(Generic[T]):
             self._add_checked_name(name)
             for check in self._checks:
                 check(name, obj)
-            self._add(Entry(name, display_name, citation, dict(meta), _loaded=[obj]))
+            self._entries[name] = Entry(name, display_name, citation, dict(meta), _loaded=[obj])
             return obj
 
         return decorator
