@@ -42,8 +42,9 @@ def cmd_config(args: argparse.Namespace) -> int:
     )
     resolved = resolve_layers(request)
     recipe = f", method settings of {resolved.recipe} (recipe)" if resolved.recipe else ""
+    chosen = " (its first ratio; --ratio R for another)" if args.ratio is None else ""
     print(
-        f"# {method[0]} on {dataset[0]} at {ratio:g} %, protocol {args.protocol}, "
+        f"# {method[0]} on {dataset[0]} at {ratio:g} %{chosen}, protocol {args.protocol}, "
         f"preset {args.preset}{recipe}"
     )
     options = preset_data_options(args.preset, dataset[0])

@@ -139,8 +139,6 @@ def report_text(request: ReportRequest) -> tuple[str, list[Table], pd.DataFrame]
     records = load_records(store, skip=foreign.run_ids)
     if foreign.run_ids and records.empty:
         raise ConfigError(f"nothing to report: {foreign.text()}", hint=foreign.hint())
-    if foreign.run_ids:
-        print(f"note: {foreign.text()}, left out; {foreign.hint()}", file=sys.stderr)
     if records.empty:
         print(f"note: no runs under {store.root} yet (an empty run store)", file=sys.stderr)
     for column in ("protocol", "preset"):
@@ -155,6 +153,11 @@ def report_text(request: ReportRequest) -> tuple[str, list[Table], pd.DataFrame]
     tables = build_tables(records, request.table, opts, paper)
     if request.table == ALL:
         tables += tuned_tables(tuned, opts)
+    if foreign.run_ids:  # in each table's own output (stdout, -o, every format), not stderr only
+        note = f"{foreign.text()}: left out of every table; {foreign.hint()}"
+        print(f"note: {note}", file=sys.stderr)
+        for table in tables:
+            table.notes.append(note)
     if request.format == "html":  # one page: the tables, the plots, failures and provenance
         from debias_bench.reporting.render_html import page  # matplotlib only when asked
 
@@ -176,25 +179,32 @@ def cmd_report(args: argparse.Namespace) -> int:
         where=tuple(args.where or ()),
         fragment=args.fragment,
     )
+    from debias_bench.errors import BenchError
+    from debias_bench.runs.jsonio import check_output, write_output
+
+    if args.output:  # a folder, or one that cannot be created: one error before the work
+        check_output(Path(args.output))
+    if args.plot and Path(args.plot).exists() and not Path(args.plot).is_dir():
+        raise ConfigError(f"--plot {args.plot} is a file, not a folder", hint="name a folder")
     text, tables, records = report_text(request)
     n_tables = len(tables)
-    if args.output:
-        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.output).write_text(text)
+    if args.output:  # atomic: a kill or a full disk leaves the file as it was
+        write_output(Path(args.output), text)
         print(f"wrote {args.output} ({n_tables} tables)", file=sys.stderr)
     else:
         sys.stdout.write(text)
     if args.plot:
-        from debias_bench.reporting.plots import (  # matplotlib only when asked
-            plot_rank_diagrams,
-            plot_ratio_curves,
-        )
+        from debias_bench.reporting.plots import write_plots  # matplotlib only when asked
 
         paper = load_paper(request.paper) if request.paper else None
-        written = plot_ratio_curves(records, request.opts, Path(args.plot), paper)
-        if request.opts.interval is not None:
-            written += plot_rank_diagrams(tables, Path(args.plot))
-        print(f"wrote {len(written)} plot files under {args.plot}", file=sys.stderr)
+        try:
+            _, said = write_plots(records, tables, request.opts, Path(args.plot), paper)
+        except OSError as exc:
+            raise BenchError(
+                f"--plot {args.plot}: cannot write the plots there ({exc.strerror or exc})",
+                hint="name a folder you can write, with space left",
+            ) from None
+        print(said, file=sys.stderr)
     return 0
 
 

@@ -22,6 +22,7 @@ from debias_bench.analysis.tuning_report import check_tuned_cells, tuned_values
 from debias_bench.config.flags import MAX_SEED, hparam_flag, number
 from debias_bench.config.grid import Grid, expand
 from debias_bench.config.run_config import PRESETS, PROTOCOLS, parse_overrides
+from debias_bench.config.terms import sweep_note
 from debias_bench.launchers.preflight import check_path, check_seeds, unique
 from debias_bench.launchers.run_one import Outcome
 from debias_bench.registry import DATASETS, METHODS
@@ -121,7 +122,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         check_tuned_cells(
             tuned, [(c.method, c.dataset, float(c.ratio)) for c in configs], args.hparams
         )
-    for note in notes:
+    terms = sweep_note(configs)  # a method fed other inputs than the baselines, say
+    for note in [*notes, *([terms] if terms else [])]:
         print(f"note: {note}", file=sys.stderr)
     store = RunStore(Path(args.out))
     if args.dry_run:

@@ -25,9 +25,10 @@ from debias_bench.errors import ConfigError, CorruptDataError
 from debias_bench.launchers.preflight import check_store
 from debias_bench.launchers.scheduler import summary_line
 from debias_bench.launchers.slurm_queue import queue_label, squeue_states
-from debias_bench.reporting.foreign import foreign_runs
+from debias_bench.plugins.loading import PLUGINS_ENV
+from debias_bench.reporting.foreign import ForeignRuns, foreign_runs
 from debias_bench.runs.eta import config_kind, run_duration, time_left
-from debias_bench.runs.progress import Live, fmt_duration
+from debias_bench.runs.progress import UNLOADED, Live, fmt_duration
 from debias_bench.runs.run_dir import RunDir
 from debias_bench.runs.states import COUNTED_AS, RunState, effective_state, failure_reason
 from debias_bench.runs.store import RunStore
@@ -125,6 +126,24 @@ def _note(status: dict[str, Any], state: RunState) -> str:
     return error or status.get("reason") or status.get("note") or ""
 
 
+def unloaded(foreign: ForeignRuns) -> list[dict[str, Any]]:
+    """A record per run of a plugin that is not loaded: listed and counted, never placed."""
+    return [
+        {
+            **dict.fromkeys(("kind", "duration", "step", "live", "exit_code", "job_id")),
+            **dict.fromkeys(("accuracy", "train_time", "reason", "fault")),
+            "run_id": run_id,
+            **recorded,
+            "state": UNLOADED,
+            "status": {},
+            "attempt": 0,
+            "where": "",
+            "note": f"{' and '.join(names)} not registered: load its plugin ({PLUGINS_ENV})",
+        }
+        for run_id, (names, recorded) in sorted(foreign.by_run.items())
+    ]
+
+
 #: the states of runs still to start, as the ETA counts them
 WAITING = (RunState.PENDING, RunState.INTERRUPTED, RunState.STALE, "queued")
 
@@ -188,8 +207,18 @@ def cmd_status(args: argparse.Namespace) -> int:
     records = collect(store, skip=foreign.run_ids)
     if foreign.run_ids and not records:
         raise ConfigError(f"nothing to show: {foreign.text()}", hint=foreign.hint("status"))
-    if foreign.run_ids:
-        print(f"note: {foreign.text()}, not listed; {foreign.hint('status')}", file=sys.stderr)
+    if foreign.run_ids:  # listed and counted as not loaded, named on stderr with the fix
+        print(f"note: {foreign.text()}; {foreign.hint('status')}", file=sys.stderr)
+        records += unloaded(foreign)
+    others = store.other_folders()
+    if others:
+        names = ", ".join(p.name for p in others[:5]) + (", ..." if len(others) > 5 else "")
+        print(
+            f"note: {len(others)} folder{'s' * (len(others) != 1)} under {store.root} "
+            f"hold{'s' * (len(others) == 1)} no run (no config.json, status.json, result.json, "
+            f"metrics.jsonl or checkpoint.pt, or moved aside as .bad): {names}",
+            file=sys.stderr,
+        )
     if not records:
         print(f"no runs under {store.root} yet (an empty run store)")
         return 0

@@ -81,6 +81,12 @@ PROTOCOLS: dict[str, dict[str, Any]] = {
     "clean": {},
 }
 
+#: Each protocol's reference method: a method whose YAML names none of the keys the reference
+#: sets under ``protocols.<protocol>`` (a plugin written from the docs) gets the reference's
+#: values of them, so that it is trained on the baselines' terms (Vanilla's second division by
+#: 255 under ``official``) unless it declares its own (``debias_bench.config.terms``).
+REFERENCE_METHOD = {"official": "vanilla", "clean": "vanilla"}
+
 #: The engine-wide values of each ``--preset``; a dataset adds its own on its family class
 #: (``DatasetFamily.presets``, resolved with its recipe by ``dataset_facts.preset_hparams``).
 PRESETS: dict[str, dict[str, Any]] = {
@@ -133,6 +139,13 @@ def method_yaml(method: str) -> dict[str, Any]:
     if unknown:
         raise ConfigError(f"{path}: unknown top-level keys {sorted(unknown)}")
     return data
+
+
+def yaml_name(method: str) -> str:
+    """The file name of the method's YAML as ``bench config`` names its layers (``lsrw.yaml``
+    for a plugin module's), ``<method>.yaml`` when it has none."""
+    path = _yaml_beside(method)
+    return path.name if path is not None else f"{method}.yaml"
 
 
 def _yaml_beside(method: str) -> Path | None:
@@ -304,11 +317,14 @@ def resolve_layers(request: RunRequest) -> Resolution:
     )
     layer(f"dataset {dataset} (default backbone)", {"backbone": spec.backbone})
     layer(f"protocol {protocol}", _check(protocol, PROTOCOLS, "protocol"))
-    layer(f"{method}.yaml defaults", doc.get("defaults"))
-    layer(f"{method}.yaml datasets.{own}{via}", per_dataset)
+    reference = REFERENCE_METHOD.get(protocol)
+    layer(f"protocol {protocol} (terms of {reference})", reference_terms(method, protocol))
+    name = yaml_name(method)
+    layer(f"{name} defaults", doc.get("defaults"))
+    layer(f"{name} datasets.{own}{via}", per_dataset)
     if ratio is not None:
-        layer(f"{method}.yaml datasets.{own}.ratios.{ratio:g}{via}", _by_ratio(per_ratio, ratio))
-    layer(f"{method}.yaml protocols.{protocol}", (doc.get("protocols") or {}).get(protocol))
+        layer(f"{name} datasets.{own}.ratios.{ratio:g}{via}", _by_ratio(per_ratio, ratio))
+    layer(f"{name} protocols.{protocol}", (doc.get("protocols") or {}).get(protocol))
     recipe, recipe_sources = dict(values), dict(sources)
     preset_keys = set(preset_values).union(*(values for _, values in dataset_preset))
     if "epochs" in preset_keys and "steps" not in preset_keys and values.get("steps") is not None:
@@ -316,8 +332,8 @@ def resolve_layers(request: RunRequest) -> Resolution:
     layer(f"preset {preset}", preset_values)
     for source, dataset_values in dataset_preset:
         layer(f"preset {preset} ({source})", dataset_values)
-    layer(f"{method}.yaml presets.{preset}", (doc.get("presets") or {}).get(preset))
-    layer(f"{method}.yaml datasets.{own}.presets.{preset}{via}", dataset_presets.get(preset))
+    layer(f"{name} presets.{preset}", (doc.get("presets") or {}).get(preset))
+    layer(f"{name} datasets.{own}.presets.{preset}{via}", dataset_presets.get(preset))
     if request.epochs is not None:
         layer(EPOCHS_LAYER, {"epochs": request.epochs, "steps": None})
     layer(TUNED_LAYER, request.tuned)
@@ -325,6 +341,18 @@ def resolve_layers(request: RunRequest) -> Resolution:
     _check_required(table, values, f"{method} on {dataset}")
     scale_to_run(table, values, sources, recipe, recipe_sources, dataset, ratio)
     return Resolution(values, sources, recipe=own if own != dataset else None)
+
+
+def reference_terms(method: str, protocol: str) -> dict[str, Any]:
+    """The engine keys the protocol's reference method sets under ``protocols.<protocol>`` that
+    ``method`` leaves undeclared (no recipe layer of its YAML names them, its params class does
+    not redeclare them): the terms it is trained on by default (:data:`REFERENCE_METHOD`)."""
+    reference = REFERENCE_METHOD.get(protocol)
+    if reference is None or reference == method or reference not in METHODS:
+        return {}
+    terms = (method_yaml(reference).get("protocols") or {}).get(protocol) or {}
+    own = {p.name for p in own_declarations(method_params(method))} | yaml_keys(method)
+    return {k: v for k, v in terms.items() if k in _ENGINE and k not in own}
 
 
 def _check_required(table: dict[str, HParam], values: dict[str, Any], where: str) -> None:

@@ -39,6 +39,7 @@ from debias_bench.reporting.runs import (
 )
 from debias_bench.reporting.significance import RankTest, rank_test
 from debias_bench.reporting.stats import TieTests, mark_best, mark_ties, samples_by, set_interval
+from debias_bench.reporting.terms import marked_columns, terms_differences
 
 KEYS = ["dataset", "ratio", "method"]
 
@@ -57,6 +58,7 @@ def accuracy_tables(
     tables = []
     for protocol, preset, block in checked_blocks(runs, KEYS):
         rows, datasets, methods, max_n, ties, ranks = _rows(block, done, opts, paper)
+        terms = terms_differences(block, protocol)
         metric = opts.metric.replace("_", " ")
         what = (
             f"{opts.split.capitalize()} {metric} (%) on "
@@ -68,10 +70,12 @@ def accuracy_tables(
                 name=table.id,
                 title=table.heading(),
                 caption=caption(
-                    what, protocol, preset, opts, max_n, paper, table.label, ties, ranks
+                    what, protocol, preset, opts, max_n, paper, table.label, ties, ranks, terms
                 ),
                 row_headers=("dataset", "ratio %", "source") if paper else ("dataset", "ratio %"),
-                columns=[Column(m, method_name(m), bias_marker(m)) for m in methods],
+                columns=marked_columns(
+                    [Column(m, method_name(m), bias_marker(m)) for m in methods], terms
+                ),
                 rows=rows,
                 notes=unfinished_notes(block),
                 display={d: dataset_name(d) for d in datasets},

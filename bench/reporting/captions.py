@@ -7,6 +7,7 @@ from debias_bench.reporting.options import ReportOptions
 from debias_bench.reporting.paper import PaperNumbers
 from debias_bench.reporting.significance import PAIRED, WELCH, RankTest
 from debias_bench.reporting.stats import STATISTIC, TieTests
+from debias_bench.reporting.terms import TermsDifference, terms_caption
 
 
 def ratio_label(ratio: float) -> str:
@@ -33,9 +34,11 @@ def caption(
     paper_table: str = "",
     ties: TieTests | None = None,
     ranks: RankTest | None = None,
+    terms: list[TermsDifference] | None = None,
 ) -> str:
     """``what`` the cells are, then the protocol, statistic, marks, the tests behind the ties
-    and the ranks (``--interval``), and the paper's rows."""
+    and the ranks (``--interval``), the paper's rows, and the columns trained on other terms
+    (:mod:`debias_bench.reporting.terms`)."""
     parts = [
         f"{what} Protocol `{protocol}`, preset `{preset}`, model selection `{opts.selection}`.",
         f"Cells: {STATISTIC}; n = {max_n} seed{'' if max_n == 1 else 's'} unless a cell shows "
@@ -68,6 +71,8 @@ def caption(
             "|diff| exceeds the combined std sqrt(std_ours² + std_paper²) "
             "(std_ours = 0 for a single seed)."
         )
+    if terms:
+        parts.append(terms_caption(terms))
     return " ".join(parts)
 
 

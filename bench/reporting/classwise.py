@@ -22,7 +22,7 @@ from debias_bench.reporting.layout import (
     reference_layout,
     table_of,
 )
-from debias_bench.reporting.model import Cell, Column, Row, Table
+from debias_bench.reporting.model import TERMS_MARK, Cell, Column, Row, Table
 from debias_bench.reporting.options import ReportOptions
 from debias_bench.reporting.paper import PaperNumbers
 from debias_bench.reporting.runs import (
@@ -35,6 +35,7 @@ from debias_bench.reporting.runs import (
     values_by,
 )
 from debias_bench.reporting.stats import mark_best
+from debias_bench.reporting.terms import terms_differences
 
 #: (index into per_class_accuracy, column key, header) of one class
 ClassColumn = tuple[int, str, str]
@@ -100,6 +101,7 @@ def classwise_tables(
         )
         columns = class_columns(dataset, num_classes, table.classes)
         for ratio in sorted(block["ratio"].unique()):
+            terms = terms_differences(block[block["ratio"] == ratio], protocol)
             rows, max_n = _classwise_rows(
                 block[block["ratio"] == ratio],
                 bdone[bdone["ratio"] == ratio],
@@ -109,6 +111,7 @@ def classwise_tables(
                 paper,
                 dataset,
                 float(ratio),
+                {d.method for d in terms},
             )
             metric = opts.metric.replace("_", " ")
             what = (
@@ -117,7 +120,7 @@ def classwise_tables(
                 f"{opts.split} set (the number of {_accuracy_label(dataset)})."
                 + note_on_test_sets([dataset], opts.split)
             )
-            text = caption(what, protocol, preset, opts, max_n, paper, table.label)
+            text = caption(what, protocol, preset, opts, max_n, paper, table.label, terms=terms)
             tables.append(
                 Table(
                     name=table.id,
@@ -146,8 +149,10 @@ def _classwise_rows(
     paper: PaperNumbers | None,
     dataset: str,
     ratio: float,
+    other_terms: set[str],
 ) -> tuple[list[Row], int]:
-    """Rows (one per method, plus paper and diff rows) of one class-wise table, and max n."""
+    """Rows (one per method, plus paper and diff rows) of one class-wise table, and max n;
+    the methods in ``other_terms`` carry the terms mark (:mod:`.terms`)."""
     methods = method_order(runs["method"].unique().tolist())
     seeds = SeedCells.of(runs, done, ["method"], opts)
     by_class = (
@@ -167,6 +172,7 @@ def _classwise_rows(
     rows: list[Row] = []
     for m in methods:
         label = method_name(m) + (f" ({bias_marker(m)})" if bias_marker(m) else "")
+        label += f" {TERMS_MARK}" if m in other_terms else ""
         row = Row((label, "ours") if paper else (label,), grid[m], "ours", m)
         rows.append(row)
         if paper is not None:

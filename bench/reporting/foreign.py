@@ -15,15 +15,17 @@ from debias_bench.runs.run_dir import RunDir
 from debias_bench.runs.store import RunStore
 
 
-def unregistered(run_dir: RunDir) -> list[str]:
+def unregistered(run_dir: RunDir) -> tuple[list[str], dict[str, str]]:
     """``["method mine", "dataset tiny"]``: the run's names that nothing registers ([] when
-    all are registered, or its config cannot be read: then it is corrupt, listed as such)."""
+    all are registered, or its config cannot be read: then it is corrupt, listed as such),
+    and its recorded protocol and preset."""
     try:  # as written: RunDir.config() verifies it, against the registry too
         config = read_json(run_dir.config_path)
         names = [("method", config["method"], METHODS), ("dataset", config["dataset"], DATASETS)]
+        recorded = {k: str(config.get(k, "")) for k in ("protocol", "preset")}
     except Exception:  # unreadable or foreign: its fault is reported with the other runs
-        return []
-    return [f"{kind} {name}" for kind, name, registry in names if name not in registry]
+        return [], {}
+    return [f"{kind} {name}" for kind, name, registry in names if name not in registry], recorded
 
 
 @dataclass
@@ -32,6 +34,8 @@ class ForeignRuns:
 
     run_ids: set[str] = field(default_factory=set)
     names: Counter = field(default_factory=Counter)
+    #: each run's unregistered names and its recorded protocol and preset (``bench status``)
+    by_run: dict[str, tuple[list[str], dict[str, str]]] = field(default_factory=dict)
 
     def text(self) -> str:
         """``2 runs of names no loaded plugin registers (dataset tiny: 2 runs, method mine:
@@ -53,8 +57,9 @@ class ForeignRuns:
 def foreign_runs(store: RunStore) -> ForeignRuns:
     found = ForeignRuns()
     for run_dir in store.runs():
-        names = unregistered(run_dir)
+        names, recorded = unregistered(run_dir)
         if names:
             found.run_ids.add(run_dir.run_id)
             found.names.update(names)
+            found.by_run[run_dir.run_id] = (names, recorded)
     return found

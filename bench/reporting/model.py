@@ -49,11 +49,23 @@ class Cell:
         return self.has_value and self.n < self.expected_n
 
 
+#: the mark on a column trained on other terms than the table's reference column
+#: (:mod:`debias_bench.reporting.terms`)
+TERMS_MARK = "‡"
+
+
 @dataclass(frozen=True)
 class Column:
     key: str  # method name, class name, or "average"
     label: str  # what the header prints
     marker: str | None = None  # "*" (uses bias labels), "◇" (does not), None
+    #: the column's terms where they differ from the table's reference column (its header then
+    #: carries :data:`TERMS_MARK` and the caption names the difference), else ""
+    terms: str = ""
+
+    @property
+    def terms_mark(self) -> str:
+        return TERMS_MARK if self.terms else ""
 
 
 @dataclass

@@ -14,6 +14,7 @@ import pandas as pd
 
 from debias_bench.config.sampling import variant_key
 from debias_bench.config.selection import worst_group
+from debias_bench.config.terms import run_terms
 from debias_bench.errors import CorruptDataError
 from debias_bench.registry import DATASETS
 from debias_bench.reporting.grouping import FINGERPRINT, fingerprint, identity, recorded
@@ -37,8 +38,9 @@ COUNTS = {
 }
 RUN_COLUMNS = ["run_id", "method", "dataset", "ratio", "seed", "protocol", "preset", "state"]
 RESULT_COLUMNS = ["train_time_s", "prepare_time_s", "peak_memory_mb", "device"]
-#: the run's recorded config (``--where``), its configuration (seed left out) and data
-CONFIG_COLUMNS = ["config", "identity", FINGERPRINT]
+#: the run's recorded config (``--where``), its configuration (seed left out), data and terms
+#: (``debias_bench.config.terms``)
+CONFIG_COLUMNS = ["config", "identity", FINGERPRINT, "terms"]
 COLUMNS = [
     *RUN_COLUMNS,
     "selection",
@@ -100,7 +102,7 @@ def run_rows(run_dir: RunDir, stale_results: bool = False) -> list[dict[str, Any
         base["method"] = variant_key(config["method"], config.get("hparams") or {})
     base.update(run_id=run_dir.run_id, state=state.value)
     if config and not facts.fault:  # a corrupt run is in no configuration (nor its check)
-        base.update(config=recorded(config), identity=identity(config))
+        base.update(config=recorded(config), identity=identity(config), terms=run_terms(config))
         base[FINGERPRINT] = fingerprint(config, None)
     if facts.fault:  # one line, paths relative to the store: the tables list it under them
         fault = facts.fault.replace(f"{run_dir.path.parent}/", "").replace("\n  hint: ", "; ")

@@ -54,6 +54,7 @@ _SPECIAL = {
     "–": "--",
     "−": r"$-$",
     "≈": r"$\approx$",
+    "‡": r"$^{\ddagger}$",
     "≥": r"$\geq$",
     "α": r"$\alpha$",
     "χ": r"$\chi$",
@@ -107,7 +108,7 @@ def header_tex(column: Column) -> str:
         label += r"$^{\ast}$"
     elif column.marker:
         label += escape(column.marker)
-    return label
+    return label + escape(column.terms_mark)
 
 
 def _label_cells(table: Table, index: int) -> list[str]:

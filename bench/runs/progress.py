@@ -175,16 +175,21 @@ def running_text(running: list[Live], count: int | None = None) -> str:
 
 
 # ------------------------------------------------------------------ a sweep's summary line
+#: what ``bench status`` counts a run as whose method or dataset no loaded plugin registers
+UNLOADED = "not loaded"
+
+
 def summary_line(
     counts: Counter, total: int, eta_s: float | None, running: Sequence[Live] = ()
 ) -> str:
     """``3 done, 1 running (step 120/240, 35 steps/s, ETA 4s), 1 failed, 4 pending (of 10);
-    ETA 5m00s``; other states (queued, held, dead, corrupt) are listed when present."""
+    ETA 5m00s``; other states (queued, held, dead, corrupt, stale, not loaded) are listed when
+    present."""
     progress = running_text(list(running), counts[RunState.RUNNING])
     parts = [f"{counts[RunState.DONE]} done", f"{counts[RunState.RUNNING]} running"]
     if progress and counts[RunState.RUNNING]:
         parts[-1] += f" ({progress})"
-    shown = ("queued", "held", RunState.DEAD, RunState.CORRUPT, RunState.STALE)
+    shown = ("queued", "held", RunState.DEAD, RunState.CORRUPT, RunState.STALE, UNLOADED)
     parts += [f"{counts[k]} {k}" for k in shown if counts[k]]
     parts += [
         f"{counts[RunState.FAILED]} failed",

@@ -63,6 +63,20 @@ class RunStore:
             and RunDir(p)._has_files()
         )
 
+    def other_folders(self) -> list[Path]:
+        """The folders that are not runs (no run file in them; moved aside as ``.bad``), so
+        that ``bench status`` accounts for every folder of the store; hidden ones are the
+        launchers' own."""
+        if not self.root.is_dir():
+            return []
+        return [
+            p
+            for p in sorted(self.root.iterdir())
+            if p.is_dir()
+            and not p.name.startswith(".")
+            and (p.name.endswith(MOVED_ASIDE) or not RunDir(p)._has_files())
+        ]
+
     def readable_runs(self) -> Iterator[RunDir]:
         """The runs whose files can all be read (analyses skip corrupt ones; `bench status`
         and `bench report` list those with their fault)."""

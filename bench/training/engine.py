@@ -25,6 +25,7 @@ import torch
 
 from debias_bench import __version__
 from debias_bench.config.run_config import RunConfig
+from debias_bench.config.terms import run_terms
 from debias_bench.data.contract import Splits, TrainStream, resize_split, resized_spec
 from debias_bench.data.family import DatasetFamily
 from debias_bench.data.folder_swap import build_lock
@@ -456,6 +457,7 @@ class _Training:
             "seed": config.seed,
             "protocol": config.protocol,
             "preset": config.preset,
+            "terms": run_terms(config.to_json()),  # what its number means beyond its method
             "selections": self.tracker.state_dict(),
             "steps": self.total_steps,
             "epochs": self.total_steps / self.stream.steps_per_epoch,

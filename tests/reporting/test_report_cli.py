@@ -48,6 +48,11 @@ def test_csv_is_one_line_per_cell(tmp_path, capsys):
     store = str(fixed_store(tmp_path / "runs"))
     text = bench_report(capsys, "--out", store, "--table", "synthetic", "--format", "csv")
     frame = pd.read_csv(io.StringIO(text))
+    left_out = frame[frame["kind"] == "not in table"]
+    assert sorted(note.split(": ")[1].split()[0] for note in left_out["missing"]) == [
+        "failed", "pending", "running", "skipped"
+    ]  # fmt: skip
+    frame = frame[frame["kind"] != "not in table"]
     assert len(frame) == 2 * 3  # 2 ratios x 3 methods
     ours = frame[(frame["column"] == "etf_debias") & (frame["ratio %"] == 1.0)].iloc[0]
     assert ours["mean"] == pytest.approx(82.1666667) and ours["bold"] and ours["n"] == 3
@@ -151,10 +156,18 @@ def test_runs_of_a_plugin_not_loaded_are_named_with_the_way_to_load_it(tmp_path,
     assert main(["report", "--out", str(root), "--table", "other"]) == 0
     out, err = capsys.readouterr()
     assert "| toy" in out
-    assert (
-        "note: 1 run of names no loaded plugin registers (dataset tiny: 1 run, method mine: "
-        "1 run), left out; load the plugin that registers them: BENCH_PLUGINS=" in err
+    named = (
+        "1 run of names no loaded plugin registers (dataset tiny: 1 run, method mine: "
+        "1 run): left out of every table; load the plugin that registers them: BENCH_PLUGINS="
     )
+    assert f"note: {named}" in err
+    assert named in out  # issue 48: in the table's own output, not only on stderr
+    for fmt in ("latex", "markdown", "csv", "html"):  # and in a file written with -o
+        target = tmp_path / f"report.{fmt}"
+        args = ["report", "--out", str(root), "--table", "other", "--format", fmt]
+        assert main([*args, "-o", str(target)]) == 0
+        assert "no loaded plugin registers" in target.read_text(), fmt
+    capsys.readouterr()
     shutil.rmtree(known.path)  # only the plugin's runs: nothing to report
     assert main(["report", "--out", str(root)]) == 2
     err = capsys.readouterr().err
@@ -169,10 +182,16 @@ def test_bench_status_lists_the_other_runs_and_names_a_plugin_not_loaded(tmp_pat
     root = tmp_path / "runs"
     known = write_run(root, "vanilla", "toy", 5.0, 0, 50.0)
     _foreign_copy(known.path, "mine", "tiny")
+    (root / "notes").mkdir()  # a folder that is no run
     assert main(["status", "--out", str(root)]) == 0
     out, err = capsys.readouterr()
     assert known.run_id in out and "1 done" in out
     assert "note: 1 run of names no loaded plugin registers (dataset tiny: 1 run" in err
+    # issue 48: every run folder is counted; the plugin's runs are listed as not loaded
+    assert "1 done, 0 running, 1 not loaded, 0 failed, 0 pending (of 2)" in out
+    assert "not loaded" in out.split(known.run_id)[0] + out.split(known.run_id)[1]
+    assert "method mine and dataset tiny not registered" in out
+    assert "1 folder under" in err and "holds no run" in err and ": notes" in err
     assert "BENCH_PLUGINS=my_module (or path/to/plugin.py) bench status" in err
     shutil.rmtree(known.path)
     assert main(["status", "--out", str(root)]) == 2
