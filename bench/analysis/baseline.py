@@ -31,7 +31,7 @@ from debias_bench.errors import BenchError, CorruptDataError
 from debias_bench.launchers.preflight import check_store
 from debias_bench.launchers.run_one import provenance
 from debias_bench.reporting.records import COUNTS, load_records
-from debias_bench.runs.jsonio import read_json, write_json
+from debias_bench.runs.jsonio import json_text, read_json, write_output
 from debias_bench.runs.states import SUCCESS, RunState
 
 FORMAT = 2
@@ -201,8 +201,8 @@ def record(out: Path, allow_unfinished: bool = False) -> dict[str, Any]:
 
 
 def save_baseline(baseline: dict[str, Any], path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_json(path, baseline)
+    """Atomically (:func:`~debias_bench.runs.jsonio.write_output`: ``-o``'s errors are one line)."""
+    write_output(path, json_text(baseline))
 
 
 def load_baseline(path: Path) -> dict[str, Any]:

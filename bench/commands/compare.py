@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,7 +27,9 @@ from debias_bench import paths
 from debias_bench.config.selection import SELECTIONS
 from debias_bench.errors import ConfigError
 from debias_bench.launchers.preflight import check_store
+from debias_bench.registry import METHODS
 from debias_bench.reporting import METRICS, ReportOptions, load_paper, load_records
+from debias_bench.reporting.foreign import ForeignRuns, foreign_runs
 from debias_bench.reporting.grouping import apply_where, parse_where
 from debias_bench.reporting.layout import method_name, reference_layout
 from debias_bench.reporting.paper import DEFAULT_PAPER, PaperNumbers
@@ -45,11 +48,18 @@ from debias_bench.reporting.significance import (
 )
 from debias_bench.reporting.stats import samples_by
 from debias_bench.reproduction.export import read_csv
+from debias_bench.runs.states import RunState
 
 from .report import add_interval_options, interval_spec
 
 KEYS = ["dataset", "ratio", "method"]
 FORMATS = ("text", "markdown", "csv")
+#: why no line was tested, and the columns left out then (they would all be empty)
+NO_TEST = (
+    "no test: every cell has fewer than 2 finished seeds of A or of B (a t-test needs 2 each; "
+    "run more seeds, e.g. bench run --seeds 0,1,2)"
+)
+UNTESTED = ("95 % interval", "p", "p (Holm)", "seeds needed", "seeds (α/0)")
 
 
 @dataclass(frozen=True)
@@ -88,21 +98,46 @@ def csv_records(path: Path, selection: str, split: str) -> pd.DataFrame:
     return frame
 
 
-def samples(request: CompareRequest) -> dict[tuple[str, str], dict[tuple[str, float, str], Sample]]:
-    """(protocol, preset) -> (dataset, ratio, method) -> values by seed: from the store, each
-    cell checked to hold one configuration, or from the CSV's recipe runs."""
+@dataclass
+class Source:
+    """What the request reads: every record of its source (``all``), those its ``--dataset``,
+    ``--protocol``, ``--preset`` and ``--where`` keep (``records``), every method's, and the
+    store's runs of a plugin that is not loaded (set apart, as ``bench report`` does)."""
+
+    all: pd.DataFrame
+    records: pd.DataFrame
+    foreign: ForeignRuns = field(default_factory=ForeignRuns)
+
+
+def read_source(request: CompareRequest) -> Source:
     opts = request.opts
+    foreign = ForeignRuns()
     if request.csv is not None:
         records = csv_records(request.csv, opts.selection, opts.split)
     else:
         assert request.out is not None
-        records = load_records(check_store(request.out))
+        store = check_store(request.out)
+        foreign = foreign_runs(store)
+        records = load_records(store, skip=foreign.run_ids)
+        if foreign.run_ids:
+            print(f"note: {foreign.text()}, left out; {foreign.hint('compare')}", file=sys.stderr)
+    every = records
     for column in ("protocol", "preset", "dataset"):
         wanted = getattr(request, column)
         if wanted:
             records = records[records[column] == wanted]
     if request.where:
         records = apply_where(records, parse_where(list(request.where)))
+    return Source(every, records, foreign)
+
+
+def samples(
+    request: CompareRequest, source: Source | None = None
+) -> dict[tuple[str, str], dict[tuple[str, float, str], Sample]]:
+    """(protocol, preset) -> (dataset, ratio, method) -> values by seed: from the store, each
+    cell checked to hold one configuration, or from the CSV's recipe runs."""
+    opts = request.opts
+    records = (source or read_source(request)).records
     records = records[records["method"].isin((request.a, *request.others))]
     if request.csv is not None:
         done = records
@@ -124,19 +159,71 @@ def _cell(key: Any) -> tuple[str, float, str]:
     return str(dataset), float(ratio), str(method)
 
 
+def _done(request: CompareRequest, records: pd.DataFrame) -> pd.DataFrame:
+    """The records with a finished value of the request's metric."""
+    if request.csv is not None:
+        return records.dropna(subset=[request.opts.metric])
+    return finished(records, request.opts).dropna(subset=[request.opts.metric])
+
+
 def _check_methods(
-    request: CompareRequest, found: dict[Any, dict[tuple[str, float, str], Sample]]
+    request: CompareRequest,
+    found: dict[Any, dict[tuple[str, float, str], Sample]],
+    source: Source,
 ) -> None:
-    there = sorted({m for cells in found.values() for _, _, m in cells})
+    """Each method asked for has finished runs, else an error saying why it has none (not in
+    the store, its runs are of a plugin not loaded, filtered out, not done) and which methods
+    have some."""
+    asked = {m for cells in found.values() for _, _, m in cells}
+    there = sorted(set(_done(request, source.records)["method"]))
     for method in (request.a, *request.others):
-        if method not in there:
-            where = f"--csv {request.csv}" if request.csv else f"--out {request.out}"
-            raise ConfigError(
-                f"no finished runs of {method!r} in {where}"
-                + (f" on {request.dataset}" if request.dataset else "")
-                + f" (selection {request.opts.selection}, {request.opts.metric})",
-                hint=f"methods there: {', '.join(there) or 'none'}",
+        if method in asked:
+            continue
+        where = f"--csv {request.csv}" if request.csv else f"--out {request.out}"
+        filters = [
+            f"--{k} {v}" for k in ("dataset", "protocol", "preset") if (v := getattr(request, k))
+        ] + [f"--where {w}" for w in request.where]
+        why, hint = _why_missing(request, method, source, filters)
+        listed = f"methods there with finished runs: {', '.join(there) or 'none'}"
+        kept = [*filters, f"selection {request.opts.selection}, {request.opts.metric}"]
+        raise ConfigError(
+            f"no finished runs of {method!r} in {where} ({'; '.join(kept)}): {why}",
+            hint=f"{hint}; {listed}" if hint else listed,
+        )
+
+
+def _why_missing(
+    request: CompareRequest, method: str, source: Source, filters: list[str]
+) -> tuple[str, str | None]:
+    """Why ``method`` has no finished runs to compare, and what to do about it."""
+    plugin = source.foreign.names.get(f"method {method}", 0)
+    if plugin:
+        return (
+            f"its {plugin} run{'s are' if plugin != 1 else ' is'} of a plugin that is not loaded",
+            source.foreign.hint("compare"),
+        )
+    mine = source.records[source.records["method"] == method]
+    if mine.empty:
+        if (source.all["method"] == method).any():
+            return f"its runs are all left out by {', '.join(filters)}", "drop or change them"
+        if method not in METHODS:
+            return "no such method is registered, and the store has no runs of it", (
+                "bench list methods names the registered ones"
             )
+        return "the store has no runs of it", f"train them: bench run --methods {method} ..."
+    runs = run_table(mine)
+    states = runs["state"].value_counts()
+    if RunState.DONE.value not in states:
+        counts = ", ".join(f"{n} {state}" for state, n in states.sort_index().items())
+        runs_done = f"none of its {len(runs)} runs is" if len(runs) > 1 else "its only run is not"
+        return f"{runs_done} done ({counts})", (
+            f"bench status --out {request.out} says why" if request.out else None
+        )
+    return (
+        f"its done runs record no {request.opts.split} {request.opts.metric} under selection "
+        f"{request.opts.selection}",
+        "choose another --metric or --selection",
+    )
 
 
 def _seeds(n: int | None) -> str:
@@ -225,21 +312,30 @@ def compare_text(request: CompareRequest, fmt: str = "text") -> str:
     if request.a in request.others:
         raise ConfigError(f"{request.a} is compared with itself", hint="name two methods")
     spec = request.opts.interval or IntervalSpec()
-    found = samples(request)
-    _check_methods(request, found)
+    source = read_source(request)
+    found = samples(request, source)
+    _check_methods(request, found, source)
     paper = load_paper(request.paper) if request.paper else None
     if paper is not None and (request.opts.metric, request.opts.split) != ("accuracy", "test"):
         raise ConfigError("the paper publishes test accuracy", hint="drop --metric/--split")
-    blocks = [
-        (block, c)
-        for block, cells in found.items()
-        for c in compare_methods(cells, request.a, request.others, spec, request.power)
-    ]
-    compared = holm_compared([c for _, c in blocks])  # over every test printed
-    table = rows(
-        compared, [b for b, _ in blocks], spec, paper, request.a, request.power, fmt == "csv"
-    )
+    with warnings.catch_warnings(record=True) as caught:  # scipy's: a note each, not raw
+        warnings.simplefilter("always", RuntimeWarning)
+        blocks = [
+            (block, c)
+            for block, cells in found.items()
+            for c in compare_methods(cells, request.a, request.others, spec, request.power)
+        ]
+        compared = holm_compared([c for _, c in blocks])  # over every test printed
+        table = rows(
+            compared, [b for b, _ in blocks], spec, paper, request.a, request.power, fmt == "csv"
+        )
+    _notes(caught)
+    tests = sum(c.difference is not None for c in compared)
     frame = pd.DataFrame(table)
+    if not tests:  # nothing was tested: no test's columns, and the header says why
+        print(f"note: {NO_TEST}", file=sys.stderr)
+        untested = UNTESTED if fmt != "csv" else ("seeds (α/0)",)
+        frame = frame.drop(columns=[c for c in frame.columns if c in untested])
     if fmt == "csv":
         return frame.to_csv(index=False)
     if len(found) <= 1:
@@ -250,8 +346,20 @@ def compare_text(request: CompareRequest, fmt: str = "text") -> str:
         tablefmt="github" if fmt == "markdown" else "simple",
         disable_numparse=True,
     )
-    tests = sum(c.difference is not None for c in compared)
     return header(request, spec, tests) + "\n\n" + body + "\n"
+
+
+def _notes(caught: list[warnings.WarningMessage]) -> None:
+    """A numerical warning of the tests (scipy's RuntimeWarning) as one note line each; any
+    other warning as Python shows it."""
+    notes = []
+    for w in caught:
+        if issubclass(w.category, RuntimeWarning):
+            notes.append(str(w.message).split(". ")[0])
+        else:
+            warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+    for message in dict.fromkeys(notes):
+        print(f"note: the tests warned: {message}; check the numbers above", file=sys.stderr)
 
 
 def header(request: CompareRequest, spec: IntervalSpec, m: int) -> str:
@@ -260,10 +368,15 @@ def header(request: CompareRequest, spec: IntervalSpec, m: int) -> str:
     source = f"`{request.csv}` (recipe runs)" if request.csv else f"run store `{request.out}`"
     interval = spec.describe_difference()
     others = ", ".join(method_name(o) for o in request.others)
-    return (
+    what = (
         f"A = {method_name(request.a)} against B = {others}: {opts.split} "
         f"{opts.metric.replace('_', ' ')} (%), selection `{opts.selection}`, from {source}. "
-        f"A − B: the difference of the means over seeds, with {interval}. Test: two-sided "
+    )
+    if m == 0:
+        why = NO_TEST[0].upper() + NO_TEST[1:]
+        return f"{what}A − B: the difference of the means over seeds. {why}."
+    return (
+        f"{what}A − B: the difference of the means over seeds, with {interval}. Test: two-sided "
         "paired t where A's and B's runs share seeds and data build (one seed gives both the "
         "same batch order), Welch's t otherwise; p (Holm): corrected over the "
         f"{m} test{'' if m == 1 else 's'} below. Seeds needed: per method, for a two-sided "

@@ -42,6 +42,7 @@ from debias_bench.perf.tables import (
 from debias_bench.perf.tracking_cost import RUN, track_overhead
 from debias_bench.plugins.loading import plugins_for
 from debias_bench.registry import DATASETS, METHODS
+from debias_bench.runs.jsonio import write_output
 from debias_bench.training.devices import resolve_device
 
 from .common import data_args, handling
@@ -304,8 +305,7 @@ def write_json(
         "harness_vs_bare": comparison,
         "projection": None if args.batch_size else projection.to_dict(),
     }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, indent=2) + "\n")
+    write_output(path, json.dumps(data, indent=2) + "\n", "--json")
 
 
 def add(sub: argparse._SubParsersAction) -> None:

@@ -15,7 +15,7 @@ import pandas as pd
 from debias_bench import paths
 from debias_bench.analysis.tuning_report import split_tuned, tuned_tables
 from debias_bench.config.selection import SELECTIONS
-from debias_bench.errors import ConfigError
+from debias_bench.errors import BenchError, ConfigError
 from debias_bench.launchers.preflight import check_store
 from debias_bench.reporting import (
     ALL,
@@ -40,6 +40,7 @@ from debias_bench.reporting.significance import (
     RESAMPLES,
     IntervalSpec,
 )
+from debias_bench.runs.jsonio import check_output, write_output
 
 
 def interval_spec(args: argparse.Namespace, default: str | None = None) -> IntervalSpec | None:
@@ -179,9 +180,6 @@ def cmd_report(args: argparse.Namespace) -> int:
         where=tuple(args.where or ()),
         fragment=args.fragment,
     )
-    from debias_bench.errors import BenchError
-    from debias_bench.runs.jsonio import check_output, write_output
-
     if args.output:  # a folder, or one that cannot be created: one error before the work
         check_output(Path(args.output))
     if args.plot and Path(args.plot).exists() and not Path(args.plot).is_dir():

@@ -38,6 +38,7 @@ from debias_bench.reproduction.render import (
     render_variants,
     tail_note,
 )
+from debias_bench.runs.jsonio import write_output
 from debias_bench.runs.store import RunStore
 
 from .common import command_with_verbs
@@ -119,7 +120,8 @@ def comparison(
         heading = f"{title.split(';')[0]}: ours (mean ± std over seeds) and the paper"
         print(f"wrote {plot_reproduction(cells, heading, plot)}", file=sys.stderr)
     if readme:
-        readme.write_text(
+        write_output(
+            readme,
             render_readme(
                 frame,
                 cells,
@@ -130,7 +132,8 @@ def comparison(
                 explanations,
                 str(csv),
                 more=more,
-            )
+            ),
+            "--readme",
         )
         print(f"wrote {readme}", file=sys.stderr)
     return text
@@ -196,7 +199,7 @@ def write_tables(store: Path, output: Path, protocol: str, preset: str) -> None:
     request = ReportRequest(
         out=store, paper=DEFAULT_PAPER, protocol=protocol, preset=preset, opts=ReportOptions()
     )
-    output.write_text(report_text(request)[0])
+    write_output(output, report_text(request)[0], "--results")
     print(f"wrote {output}", file=sys.stderr)
 
 

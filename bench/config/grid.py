@@ -15,6 +15,7 @@ from debias_bench.config.run_config import (
     recipe_dataset,
     resolve_layers,
 )
+from debias_bench.data.family import exact_ratio
 from debias_bench.data.options import check_data_options, data_options_by_dataset
 from debias_bench.errors import ConfigError
 from debias_bench.registry import DATASETS
@@ -70,8 +71,8 @@ def expand(grid: Grid) -> tuple[list[RunConfig], list[str]]:
         dropped = [r for r in (grid.ratios or []) if r not in supported]
         if dropped:
             notes.append(
-                f"{dataset}: no ratio {', '.join(f'{r:g}' for r in dropped)}% "
-                f"(has {', '.join(f'{r:g}' for r in supported)}); left out"
+                f"{dataset}: no ratio {', '.join(map(exact_ratio, dropped))}% "
+                f"(has {', '.join(map(exact_ratio, supported))}); left out"
             )
         for ratio in ratios:
             for method in grid.methods:

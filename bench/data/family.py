@@ -471,11 +471,19 @@ class DatasetFamily(ABC):
     def check_ratio(self, ratio: float) -> float:
         ratio = float(ratio)
         if ratio not in self.spec.ratios:
-            valid = ", ".join(f"{r:g}" for r in self.spec.ratios)
+            valid = ", ".join(map(exact_ratio, self.spec.ratios))
             raise ConfigError(
-                f"{self.spec.name} has no bias-conflicting ratio {ratio:g}%; valid ratios: {valid}"
+                f"{self.spec.name} has no bias-conflicting ratio {exact_ratio(ratio)}%; "
+                f"valid ratios: {valid}"
             )
         return ratio
+
+
+def exact_ratio(ratio: float) -> str:
+    """A ratio as given, exactly: ``5`` for 5.0, but ``5.00000001`` (``:g`` would print ``5``, and
+    an error would say there is no ratio 5 % among 0.5, 1, 2, 5)."""
+    short = f"{ratio:g}"
+    return short if float(short) == ratio else repr(float(ratio))
 
 
 def _rebuild_note(folder: Path, problems: list[str]) -> str:

@@ -16,7 +16,7 @@ from debias_bench.reporting.layout import (
 from debias_bench.reporting.model import Column, Row, Table
 from debias_bench.reporting.runs import (
     block_meta,
-    blocks,
+    checked_blocks,
     run_table,
     states_by,
     unfinished_notes,
@@ -25,6 +25,8 @@ from debias_bench.reporting.runs import (
 from debias_bench.reporting.stats import value_cell
 from debias_bench.runs.states import RunState
 
+#: the runs of one (dataset, ratio, method) share one configuration (seeds apart)
+KEYS = ["dataset", "ratio", "method"]
 #: (record column, row label, digits) of each quantity
 COST_QUANTITIES = (
     ("train_time_s", "time / run (s)", 1),
@@ -35,12 +37,15 @@ COST_QUANTITIES = (
 def cost_table(records: pd.DataFrame) -> list[Table]:
     """Mean wall time per run and peak memory per method, and their ratio to the baseline's.
 
-    Rows are (dataset, device): a CPU run and a GPU run are never compared.
+    Rows are (dataset, device): a CPU run and a GPU run are never compared. A method's mean
+    spans its ratios and seeds, so each (dataset, ratio, method) must hold one configuration,
+    as in the accuracy tables (:func:`~debias_bench.reporting.runs.checked_blocks`): runs at
+    another learning rate or length would be averaged as if they cost the same.
     """
     baseline = reference_layout().baseline
     name = method_name(baseline)
     tables = []
-    for protocol, preset, block in blocks(run_table(records)):
+    for protocol, preset, block in checked_blocks(run_table(records), KEYS):
         methods = method_order(block["method"].unique().tolist())
         datasets = dataset_order(block["dataset"].unique().tolist())
         tables.append(

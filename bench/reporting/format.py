@@ -1,6 +1,8 @@
-"""Number formatting shared by the renderers."""
+"""Number formatting shared by the renderers, and Markdown's escaping of text."""
 
 from __future__ import annotations
+
+import re
 
 from debias_bench.reporting.model import Cell, Table
 from debias_bench.runs.states import RunState
@@ -54,3 +56,21 @@ def note_sections(table: Table) -> list[tuple[str, list[str]]]:
 
 def ratio_text(cell: Cell) -> str:
     return f"×{cell.ratio:.2f}" if cell.ratio is not None else ""
+
+
+#: a code span (`...`): Markdown shows its text as written
+_CODE_SPAN = re.compile(r"(`[^`]*`)")
+
+
+def markdown_text(text: str, in_table: bool = False) -> str:
+    """``text`` as Markdown shows it literally: a backslash and ``<`` escaped (no raw HTML such
+    as ``<script>`` reaches the page), and in a table cell ``|`` too (it would end the cell).
+    Code spans (`...`) keep their text, but for ``|`` in a table cell (GitHub's rule)."""
+    parts = []
+    for k, part in enumerate(_CODE_SPAN.split(text)):
+        if k % 2 == 0:  # outside a code span
+            part = part.replace("\\", "\\\\").replace("<", "\\<")
+        if in_table:
+            part = part.replace("|", "\\|")
+        parts.append(part)
+    return "".join(parts)

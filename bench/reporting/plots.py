@@ -8,6 +8,7 @@ or changes the caller's backend.
 from __future__ import annotations
 
 import io
+import math
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,12 +19,19 @@ from matplotlib.figure import Figure
 
 from debias_bench.reporting.figures import save_png_pdf
 from debias_bench.reporting.grouping import check_cells
-from debias_bench.reporting.layout import dataset_name, method_name, method_order
+from debias_bench.reporting.layout import (
+    ACCURACY,
+    OTHER,
+    dataset_name,
+    method_name,
+    method_order,
+    reference_layout,
+)
 from debias_bench.reporting.model import Table
 from debias_bench.reporting.options import ReportOptions
 from debias_bench.reporting.paper import PaperNumbers
 from debias_bench.reporting.runs import finished
-from debias_bench.reporting.significance import RankTest
+from debias_bench.reporting.significance import RankTest, rank_shortfall
 from debias_bench.reporting.stats import seed_stats
 
 FORMATS = ("png", "pdf")
@@ -183,6 +191,70 @@ def rank_figures(tables: list[Table]) -> Iterator[tuple[str, Figure]]:
 def plot_rank_diagrams(tables: list[Table], out_dir: Path) -> list[Path]:
     """Write each table's critical-difference diagram as PNG and PDF; returns the paths."""
     return [p for stem, fig in rank_figures(tables) for p in save_png_pdf(fig, out_dir / stem)]
+
+
+def unranked(tables: list[Table]) -> list[str]:
+    """Why each accuracy table without ranks has none (``--interval`` ranks them): too few
+    cells, or too few methods with a number in every cell (:func:`rank_shortfall`)."""
+    layout = reference_layout()
+    accuracy = {t.id for t in layout.of_layout(ACCURACY)} | {OTHER.id}
+    reasons = []
+    for table in tables:
+        if table.ranks is not None or table.name not in accuracy:
+            continue
+        ours = [row for row in table.rows if row.kind == "ours"]
+        full = [
+            c.key
+            for c in table.columns
+            if ours and all(_finite(row.cells[c.key].mean) for row in ours)
+        ]
+        why = rank_shortfall(len(ours), len(full))
+        if why is not None:
+            meta = table.meta
+            where = f"protocol {meta.get('protocol')}, preset {meta.get('preset')}"
+            reasons.append(f"{table.name} ({where}) has {why}")
+    return reasons
+
+
+def write_plots(
+    records: pd.DataFrame,
+    tables: list[Table],
+    opts: ReportOptions,
+    out_dir: Path,
+    paper: PaperNumbers | None = None,
+) -> tuple[list[Path], str]:
+    """``bench report --plot``: the accuracy-against-ratio plots, and with ``--interval`` each
+    accuracy table's critical-difference diagram; the files, and one line saying what was
+    written and why a diagram or plot was not (a ``note:`` then)."""
+    curves = plot_ratio_curves(records, opts, out_dir, paper)
+    diagrams = plot_rank_diagrams(tables, out_dir) if opts.interval is not None else []
+    written = [*curves, *diagrams]
+    kinds = [
+        _count(len(files) // len(FORMATS), what)
+        for files, what in (
+            (curves, "accuracy-against-ratio plot"),
+            (diagrams, "critical-difference diagram"),
+        )
+        if files
+    ]
+    line = f"wrote {len(written)} plot files under {out_dir}"
+    line += f" ({', '.join(kinds)}; PNG and PDF)" if kinds else ""
+    missing = []
+    if not curves:
+        missing.append("no accuracy-against-ratio plot: no finished runs to plot")
+    if opts.interval is not None:
+        missing += [f"no critical-difference diagram: {why}" for why in unranked(tables)]
+    if missing:
+        line = f"note: {line}; " + "; ".join(missing)
+    return written, line
+
+
+def _finite(value: float | None) -> bool:
+    return value is not None and math.isfinite(value)
+
+
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}{'s' * (n != 1)}"
 
 
 def plot_reproduction(cells: list[Any], title: str, path: Path) -> Path:

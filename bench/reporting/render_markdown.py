@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tabulate import tabulate
 
-from debias_bench.reporting.format import note_sections, number, ratio_text
+from debias_bench.reporting.format import markdown_text, note_sections, number, ratio_text
 from debias_bench.reporting.model import Cell, Column, Table
 
 
@@ -33,18 +33,30 @@ def cell_text(cell: Cell) -> str:
 
 
 def header(column: Column) -> str:
-    return column.label + (column.marker or "")
+    return column.label + (column.marker or "") + column.terms_mark
 
 
 def render_table(table: Table) -> str:
+    """The table with its caption and notes; every text is escaped (:func:`markdown_text`):
+    display names, notes and errors come from plugins and the run store."""
+
+    def cell(text: str) -> str:
+        return markdown_text(text, in_table=True)
+
     rows = [
-        [*row.labels, *(cell_text(row.cells[c.key]) for c in table.columns)] for row in table.rows
+        [
+            *map(cell, map(str, row.labels)),
+            *(cell(cell_text(row.cells[c.key])) for c in table.columns),
+        ]
+        for row in table.rows
     ]
-    headers = [*table.row_headers, *(header(c) for c in table.columns)]
+    headers = [*map(cell, table.row_headers), *(cell(header(c)) for c in table.columns)]
     body = tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True)
-    parts = [f"**{table.title}.** {table.caption}", body]
+    parts = [f"**{markdown_text(table.title)}.** {markdown_text(table.caption)}", body]
     for title, lines in note_sections(table):
-        parts.append(f"{title}:\n" + "\n".join(f"- {n}" for n in lines))
+        parts.append(
+            f"{markdown_text(title)}:\n" + "\n".join(f"- {markdown_text(n)}" for n in lines)
+        )
     return "\n\n".join(parts)
 
 

@@ -35,6 +35,7 @@ and the docs page compute alike. Every test comes from a maintained library; wha
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -54,6 +55,13 @@ BOOTSTRAP_SEED = 0
 MAX_SEEDS = 10_000
 PAIRED = "paired t"
 WELCH = "Welch t"
+#: a ranking (Friedman, Nemenyi, the critical-difference diagram) needs this many methods with a
+#: number in every cell, and this many cells
+MIN_RANKED_METHODS = 3
+MIN_RANKED_CELLS = 2
+#: equal "up to float rounding": scipy's own test for catastrophic cancellation (its moments
+#: warn when every value is within 10 eps of their mean, relative to the mean)
+_FLAT = 10 * float(np.finfo(float).eps)
 
 
 # ------------------------------------------------------------------------------ intervals
@@ -118,9 +126,9 @@ def t_interval(values: Sequence[float], alpha: float = ALPHA) -> tuple[float, fl
     x = np.asarray(values, dtype=float)
     if len(x) < 2:
         return None
-    sem = float(stats.sem(x))
-    if sem == 0.0:
+    if flat(x):  # no spread (scipy would warn of precision loss, or divide by 0)
         return float(x.mean()), float(x.mean())
+    sem = float(stats.sem(x))
     low, high = stats.t.interval(1 - alpha, len(x) - 1, loc=float(x.mean()), scale=sem)
     return float(low), float(high)
 
@@ -134,7 +142,7 @@ def bootstrap_interval(
     x = np.asarray(values, dtype=float)
     if len(x) < 2:
         return None
-    if np.ptp(x) == 0.0:  # every resample has the same mean
+    if flat(x):  # every resample has the same mean
         return float(x[0]), float(x[0])
     result = stats.bootstrap(
         (x,),
@@ -146,6 +154,15 @@ def bootstrap_interval(
     )
     ci = result.confidence_interval
     return float(ci.low), float(ci.high)
+
+
+def flat(values: np.ndarray) -> bool:
+    """Whether ``values`` are all equal up to float rounding (relative to their mean): they
+    have no spread a test could use (scipy's moments lose all precision on them)."""
+    x = np.asarray(values, dtype=float)
+    mean = float(x.mean())
+    deviation = float(np.max(np.abs(x - mean)))
+    return deviation == 0.0 or deviation < _FLAT * abs(mean)
 
 
 # ------------------------------------------------------------------------------ two cells
@@ -211,19 +228,23 @@ def difference(
         return None
     paired = pair(a, b)
     x, y = a.array(), b.array()  # by seed: the same order where they pair
-    if paired:
-        result = stats.ttest_rel(x, y)
-        d = x - y
-        effect = _effect(float(d.mean()), float(d.std(ddof=1)))
-    else:
-        result = stats.ttest_ind(x, y, equal_var=False)
-        sd = math.sqrt((float(x.var(ddof=1)) + float(y.var(ddof=1))) / 2)
-        effect = _effect(float(x.mean() - y.mean()), sd)
     diff = float(x.mean() - y.mean())
+    if flat(x - y) if paired else flat(x) and flat(y):
+        return _without_spread(x, y, paired, power)
+    with warnings.catch_warnings():
+        # one of Welch's samples without spread: scipy warns of precision loss in its
+        # variance, which is 0 either way; the test stays sound
+        warnings.filterwarnings("ignore", "Precision loss occurred", RuntimeWarning)
+        if paired:
+            result = stats.ttest_rel(x, y)
+            d = x - y
+            effect = _effect(float(d.mean()), float(d.std(ddof=1)))
+        else:
+            result = stats.ttest_ind(x, y, equal_var=False)
+            sd = math.sqrt((float(x.var(ddof=1)) + float(y.var(ddof=1))) / 2)
+            effect = _effect(diff, sd)
+        low, high = _difference_interval(x, y, paired, result, spec)
     p = float(result.pvalue)
-    if math.isnan(p):  # no spread at all: equal values differ by nothing, others by certain
-        p = 1.0 if diff == 0 else 0.0
-    low, high = _difference_interval(x, y, paired, result, spec)
     return Difference(
         diff=diff,
         low=low,
@@ -234,6 +255,27 @@ def difference(
         n_b=b.n,
         effect=effect,
         seeds_needed=seeds_needed(effect, paired, spec.alpha, power),
+    )
+
+
+def _without_spread(x: np.ndarray, y: np.ndarray, paired: bool, power: float) -> Difference:
+    """``x - y`` where nothing varies (the same difference on every paired seed, or each cell
+    the same on every seed), with no t-test (scipy's would divide by 0 or lose all precision):
+    a difference within float rounding is none (p = 1), any other is certain (p = 0)."""
+    diff = float(x.mean() - y.mean())
+    scale = max(abs(float(x.mean())), abs(float(y.mean())))
+    if abs(diff) <= _FLAT * scale:
+        diff = 0.0
+    return Difference(
+        diff=diff,
+        low=diff,
+        high=diff,
+        test=PAIRED if paired else WELCH,
+        p=1.0 if diff == 0 else 0.0,
+        n_a=len(x),
+        n_b=len(y),
+        effect=0.0 if diff == 0 else math.inf,
+        seeds_needed=None if diff == 0 else 2,
     )
 
 
@@ -250,9 +292,6 @@ def _difference_interval(
     """The interval of ``mean(x) - mean(y)``: the test's t-interval, or a bootstrap one."""
     from scipy import stats  # ~1 s to import: only when statistics are asked for
 
-    diff = float(x.mean() - y.mean())
-    if (np.ptp(x - y) if paired else max(np.ptp(x), np.ptp(y))) == 0:
-        return diff, diff  # no spread: every interval is the point (scipy gives NaN)
     if spec.kind == "t":
         ci = result.confidence_interval(1 - spec.alpha)
         return float(ci.low), float(ci.high)
@@ -400,9 +439,22 @@ class RankTest:
         return text
 
 
+def rank_shortfall(cells: int, methods: int) -> str | None:
+    """Why a table of ``cells`` cells, with ``methods`` methods that have a number in every
+    one, cannot be ranked (:func:`rank_test`); None when it can."""
+    if cells >= MIN_RANKED_CELLS and methods >= MIN_RANKED_METHODS:
+        return None
+    return (
+        f"{cells} cell{'s' * (cells != 1)} and {methods} method{'s' * (methods != 1)} with a "
+        f"number in every cell, where a ranking needs at least {MIN_RANKED_CELLS} cells and "
+        f"{MIN_RANKED_METHODS} methods"
+    )
+
+
 def rank_test(grid: Mapping[str, Mapping[str, float]], alpha: float = ALPHA) -> RankTest | None:
     """``grid``: block (a cell of the table) -> method -> its mean over seeds. Methods without a
-    number in every block are left out; None with fewer than 3 methods or 2 blocks left."""
+    number in every block are left out; None with fewer than ``MIN_RANKED_METHODS`` methods or
+    ``MIN_RANKED_CELLS`` blocks left (:func:`rank_shortfall`)."""
     import pandas as pd
     import scikit_posthocs as sp  # heavy (seaborn, matplotlib): only when statistics are asked
     from scipy import stats  # ~1 s to import: only when statistics are asked for
@@ -410,7 +462,7 @@ def rank_test(grid: Mapping[str, Mapping[str, float]], alpha: float = ALPHA) -> 
     blocks = list(grid)
     methods = list(dict.fromkeys(m for b in blocks for m in grid[b]))
     full = [m for m in methods if all(_finite(grid[b].get(m)) for b in blocks)]
-    if len(full) < 3 or len(blocks) < 2:
+    if rank_shortfall(len(blocks), len(full)) is not None:
         return None
     matrix = np.array([[grid[b][m] for m in full] for b in blocks], dtype=float)
     ranks = np.vstack([stats.rankdata(-row) for row in matrix])

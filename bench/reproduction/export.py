@@ -18,6 +18,7 @@ from debias_bench.config.run_config import OFF_RECIPE_LAYERS, RunConfig
 from debias_bench.data.facts import off_recipe_data_options
 from debias_bench.errors import ConfigError
 from debias_bench.reporting.records import run_rows
+from debias_bench.runs.jsonio import write_output
 from debias_bench.runs.run_dir import RunDir
 from debias_bench.runs.states import RunState
 from debias_bench.runs.store import RunStore
@@ -176,8 +177,8 @@ def merge_frames(kept: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
 
 
 def write_csv(frame: pd.DataFrame, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    frame.to_csv(path, index=False, float_format="%.4f")
+    """Atomically (a kill leaves the previous export); a failure is one error naming ``-o``."""
+    write_output(path, frame.to_csv(index=False, float_format="%.4f"))
 
 
 def read_csv(path: Path) -> pd.DataFrame:
