@@ -124,7 +124,7 @@ def _sep(column: Column, table: Table) -> str:
 
 
 def _header(column: Column, table: Table) -> str:
-    marker = f"<sup>{escape(column.marker)}</sup>" if column.marker else ""
+    marker = "".join(f"<sup>{escape(m)}</sup>" for m in (column.marker, column.terms_mark) if m)
     return f"<th{_sep(column, table)}>{escape(column.label)}{marker}</th>"
 
 
