@@ -178,7 +178,7 @@ class WorkerProcess:
         self.run_dir = RunStore(Path(job.out)).run(job.run_id)
         self.run_dir.path.mkdir(parents=True, exist_ok=True)
         self.warm = warm and available()
-        with open(self.run_dir.stderr_path, "ab") as log:
+        with self.run_dir.open_log(self.run_dir.stderr_path) as log:
             self.offset = log.tell()
             stamp = time.strftime("%Y-%m-%d %H:%M:%S")
             how = "warm" if self.warm else "cold"
@@ -192,8 +192,8 @@ class WorkerProcess:
             self.proc = _Forked(job, env, self.run_dir.stdout_path, self.run_dir.stderr_path)
             return
         with (
-            open(self.run_dir.stdout_path, "ab") as stdout,
-            open(self.run_dir.stderr_path, "ab") as stderr,
+            self.run_dir.open_log(self.run_dir.stdout_path) as stdout,
+            self.run_dir.open_log(self.run_dir.stderr_path) as stderr,
         ):
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "debias_bench.launchers.worker"],

@@ -30,6 +30,7 @@ from debias_bench.errors import Interrupted
 from debias_bench.launchers.run_one import run_one, worker_identity
 from debias_bench.paths import DataPlace
 from debias_bench.plugins.loading import import_plugins
+from debias_bench.runs.nofollow import open_own
 from debias_bench.runs.progress import LogLines
 from debias_bench.runs.states import RunState
 from debias_bench.runs.store import RunStore
@@ -70,7 +71,7 @@ def forked_main(
     os.environ.clear()
     os.environ.update(env)
     for fd, path in ((1, stdout), (2, stderr)):
-        target = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        target = open_own(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)  # no link
         os.dup2(target, fd)
         os.close(target)
     die_with_parent()  # its parent is the fork server, which exits with the sweep

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from debias_bench.runs.jsonio import writing
+from debias_bench.runs.nofollow import open_own
 
 __all__ = ["hold_lock", "lock_held", "pid_alive"]
 
@@ -25,8 +26,8 @@ def hold_lock(lock_path: Path, wait_s: float = 3.0) -> Iterator[bool]:
     it. Waits up to ``wait_s`` (a reader's momentary shared lock is not an owner). Where the
     file system has no locks, yields True (the heartbeat then decides)."""
     lock_path.parent.mkdir(parents=True, exist_ok=True)
-    with writing(lock_path):
-        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+    with writing(lock_path):  # never through a link: a dangling one would create its target
+        fd = open_own(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         deadline = time.monotonic() + wait_s
         while True:
@@ -48,8 +49,8 @@ def hold_lock(lock_path: Path, wait_s: float = 3.0) -> Iterator[bool]:
 def lock_held(lock_path: Path) -> bool | None:
     """Whether some process holds the lock; None when it cannot be told."""
     try:
-        fd = os.open(lock_path, os.O_RDONLY)
-    except OSError:
+        fd = os.open(lock_path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:  # none yet, or a link (a link is not the run's lock)
         return None
     try:
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)

@@ -9,7 +9,7 @@ import socket
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from debias_bench.config.run_config import RunConfig
 from debias_bench.errors import CorruptDataError, FailReason
@@ -26,6 +26,7 @@ from debias_bench.runs.files import (
 )
 from debias_bench.runs.jsonio import read_json, write_atomic, write_json, writing
 from debias_bench.runs.lock import hold_lock, lock_held, pid_alive
+from debias_bench.runs.nofollow import open_own
 from debias_bench.runs.provenance import code_hash
 from debias_bench.runs.states import (
     Facts,
@@ -157,6 +158,9 @@ class RunDir:
             made_by = None
         made_by = made_by or (checkpoint_stamp(self.checkpoint_path) or {}).get("code")
         aside = self.path / "superseded" / str(made_by or "unknown")
+        for folder in (aside.parent, aside):  # a link in their place would move them elsewhere
+            if folder.is_symlink():
+                folder.unlink()
         aside.mkdir(parents=True, exist_ok=True)
         for path in (self.result_path, self.checkpoint_path, self.metrics_path):
             if path.exists():
@@ -371,6 +375,11 @@ class RunDir:
         """Whether some process holds the run's lock; None when it cannot be told."""
         return lock_held(self.lock_path)
 
+    def open_log(self, path: Path) -> BinaryIO:
+        """``stderr.log`` or ``stdout.log`` (``path``) opened to append the worker's output,
+        never through a link put in its place (:func:`~debias_bench.runs.nofollow.open_own`)."""
+        return open(open_own(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT), "ab")
+
     def remove_temp_files(self) -> list[Path]:
         """Delete the temporary files that writes of a dead or failed process left behind
         (call it only while holding the run's lock); returns them."""
@@ -382,10 +391,11 @@ class RunDir:
         return removed
 
     def log_tail(self, offset: int = 0, max_chars: int = 2000, path: Path | None = None) -> str:
-        """The end of ``stderr.log`` (or ``path``) from byte ``offset`` on."""
+        """The end of ``stderr.log`` (or ``path``) from byte ``offset`` on; nothing from a link
+        put in its place (the tail is recorded in ``status.json``, which others may read)."""
         path = path or self.stderr_path
         try:
-            with open(path, "rb") as handle:
+            with open(os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC), "rb") as handle:
                 size = handle.seek(0, os.SEEK_END)
                 handle.seek(max(offset, size - max_chars * 4))
                 text = handle.read().decode("utf-8", errors="replace")
@@ -410,7 +420,8 @@ class RunDir:
     def append_metrics(self, record: dict[str, Any]) -> None:
         """Append one record; it starts on a fresh line even after a torn one."""
         line = metrics_line(record)
-        with writing(self.metrics_path), open(self.metrics_path, "ab+") as handle:
+        flags = os.O_RDWR | os.O_APPEND | os.O_CREAT
+        with writing(self.metrics_path), open(open_own(self.metrics_path, flags), "ab+") as handle:
             if handle.seek(0, os.SEEK_END) > 0:
                 handle.seek(-1, os.SEEK_END)
                 if handle.read(1) != b"\n":
@@ -446,7 +457,8 @@ class RunDir:
         tmp = self.checkpoint_path.with_name(f".checkpoint.{os.getpid()}.tmp")
         stamped = {**state, "stamp": self._stamp()}
         with writing(self.checkpoint_path, tmp):
-            with open(tmp, "wb") as handle:  # a handle: a full disk raises OSError (ENOSPC)
+            fd = open_own(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)  # never through a link
+            with open(fd, "wb") as handle:  # a handle: a full disk raises OSError (ENOSPC)
                 torch.save(stamped, handle)
                 handle.flush()
                 os.fsync(handle.fileno())
