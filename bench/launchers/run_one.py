@@ -41,7 +41,14 @@ from debias_bench.runs.heartbeat import Heartbeat
 from debias_bench.runs.progress import Pace, Progress
 from debias_bench.runs.provenance import config_json, provenance
 from debias_bench.runs.run_dir import RunDir
-from debias_bench.runs.states import Decision, RunState, classify, effective_state, parse_state
+from debias_bench.runs.states import (
+    Decision,
+    RunState,
+    classify,
+    clock_skew,
+    effective_state,
+    parse_state,
+)
 from debias_bench.runs.states import decide as decide_state
 from debias_bench.runs.store import RunStore
 from debias_bench.tracking import RunTracking, TrackSpec, experiment_name
@@ -111,7 +118,8 @@ def decide(
     """What to do with a run, from what its files say (:func:`debias_bench.runs.states.decide`)."""
     facts = run_dir.facts()
     state = effective_state(facts, owned=owned)
-    return decide_state(state, facts.attempts, retry_failed, max_attempts, facts.fault)
+    died = clock_skew(facts) if state is RunState.DEAD else None
+    return decide_state(state, facts.attempts, retry_failed, max_attempts, facts.fault, died)
 
 
 def record_decision(run_dir: RunDir, decision: Decision, owned: bool = False) -> None:

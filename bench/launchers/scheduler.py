@@ -26,7 +26,7 @@ from debias_bench.launchers.run_one import MAX_ATTEMPTS, Outcome, decide, record
 from debias_bench.runs.eta import done_timing, finished_timings, run_kind, time_left
 from debias_bench.runs.progress import Live, LiveSummary, summary_line
 from debias_bench.runs.run_dir import RunDir
-from debias_bench.runs.states import COUNTED_AS, SUCCESS, Decision, RunState
+from debias_bench.runs.states import COUNTED_AS, SUCCESS, Decision, RunState, clock_skew
 from debias_bench.runs.store import RunStore
 
 __all__ = [
@@ -151,11 +151,14 @@ ELSEWHERE_EVERY_S = 30.0
 
 
 def _held_note(run_dir: RunDir) -> str:
-    """``pid 123 on host`` of the process that holds a run (what its status says)."""
+    """``pid 123 on host`` of the process that holds a run (what its status says), and why
+    its heartbeat is not believed when it is from the future (:func:`clock_skew`)."""
     with contextlib.suppress(Exception):
         status = run_dir.status()
         if status.get("pid"):
-            return f"pid {status['pid']} on {status.get('host', '?')}"
+            holder = f"pid {status['pid']} on {status.get('host', '?')}"
+            skew = clock_skew(run_dir.facts())
+            return f"{holder} ({skew})" if skew else holder
     return "another process"
 
 

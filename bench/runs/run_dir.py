@@ -351,9 +351,18 @@ class RunDir:
             attempts=int(status.get("attempt") or 0),
             same_host=status.get("host", socket.gethostname()) == socket.gethostname(),
             heartbeat_age_s=time.time() - float(status.get("heartbeat") or 0),
+            written_age_s=self._written_age() if running else None,
             lock_held=lock,
             pid_alive=pid_alive(pid) if running else False,
         )
+
+    def _written_age(self) -> float | None:
+        """Seconds since ``status.json`` was last written, by this host's clock (its mtime);
+        None when it cannot be read."""
+        try:
+            return time.time() - self.status_path.stat().st_mtime
+        except OSError:
+            return None
 
     def effective_state(self, owned: bool = False) -> RunState:
         """The run's state, decided once in :func:`debias_bench.runs.states.effective_state`:

@@ -152,7 +152,10 @@ class Facts:
     stale: str | None = None  # what changed in the code since its result or checkpoint
     attempts: int = 0
     same_host: bool = True  # status.json was written on this host
-    heartbeat_age_s: float = 0.0
+    heartbeat_age_s: float = 0.0  # this host's clock less the writer's, at its last beat
+    #: how long ago ``status.json`` was last written, by this host's clock (its mtime; None
+    #: when unknown): what judges a heartbeat from the future (:func:`heartbeat_stale`)
+    written_age_s: float | None = None
     lock_held: bool | None = None  # None: the lock cannot be told (no lock file, no flock)
     pid_alive: bool = False
 
@@ -163,14 +166,38 @@ HEARTBEAT_EVERY_S = 30.0
 STALE_AFTER_S = 10 * HEARTBEAT_EVERY_S
 
 
+def clock_skew(facts: Facts) -> str | None:
+    """Why the run's heartbeat is not believed: it is more than :data:`STALE_AFTER_S` ahead of
+    this host's clock (the clock of the host that wrote it is fast); None when it is not."""
+    if facts.heartbeat_age_s >= -STALE_AFTER_S:
+        return None
+    written = facts.written_age_s
+    unwritten = "?" if written is None else f"{written:.0f}"
+    return (
+        f"its heartbeat is {-facts.heartbeat_age_s:.0f} s ahead of this host's clock, a clock "
+        f"skew: status.json unwritten for {unwritten} s here (dead after {STALE_AFTER_S:.0f} s)"
+    )
+
+
+def heartbeat_stale(facts: Facts) -> bool:
+    """Whether a ``running`` run's heartbeat says its process is gone: older than
+    :data:`STALE_AFTER_S`. A heartbeat further ahead of this host's clock than that (another
+    host whose clock is fast) is not trusted, or a dead run would wait until this clock caught
+    up (forever, for a clock years ahead): then how long ``status.json`` has gone unwritten,
+    as seen from here, decides, and any time beyond the bound either way is stale."""
+    if clock_skew(facts) is None:
+        return facts.heartbeat_age_s > STALE_AFTER_S
+    return facts.written_age_s is None or abs(facts.written_age_s) > STALE_AFTER_S
+
+
 def effective_state(facts: Facts, owned: bool = False) -> RunState:
     """The one state a run is in, whoever asks.
 
     An unreadable file makes it corrupt; a complete result makes it done; a status that says
     done without one is pending again. A ``running`` run whose process is gone is dead: on this
     host its lock decides (the pid when the lock cannot be told); on another host a stale
-    heartbeat. ``owned``: the caller holds the lock itself, so a ``running`` status on this host
-    is a leftover of a dead process."""
+    heartbeat (:func:`heartbeat_stale`). ``owned``: the caller holds the lock itself, so a
+    ``running`` status on this host is a leftover of a dead process."""
     if facts.fault:
         return RunState.CORRUPT
     if facts.stale and facts.stored is not RunState.RUNNING:
@@ -181,7 +208,7 @@ def effective_state(facts: Facts, owned: bool = False) -> RunState:
         return RunState.PENDING
     if facts.stored is not RunState.RUNNING:
         return facts.stored
-    stale = facts.heartbeat_age_s > STALE_AFTER_S
+    stale = heartbeat_stale(facts)
     if not facts.same_host:
         return RunState.DEAD if stale else RunState.RUNNING
     if owned:
@@ -214,8 +241,10 @@ def decide(
     retry_failed: bool,
     max_attempts: int,
     fault: str | None = None,
+    died: str | None = None,
 ) -> Decision:
-    """What to do with a run in ``state`` after ``attempts`` starts."""
+    """What to do with a run in ``state`` after ``attempts`` starts; ``died``: how a dead run
+    was found dead, when its note should say (:func:`clock_skew`)."""
     if state is RunState.DONE:
         return Decision(False, state, "already done")
     if state is RunState.CORRUPT:
@@ -231,10 +260,11 @@ def decide(
             return Decision(False, state, f"gave up after {attempts} attempts (--max-attempts)")
         return Decision(True, state, f"retry {attempts + 1}/{max_attempts}")
     if state is RunState.DEAD:
+        gone = f"its process died ({died})" if died else "its process died"
         if attempts >= max_attempts:
-            note = f"its process died; gave up after {attempts} attempts"
+            note = f"{gone}; gave up after {attempts} attempts"
             return Decision(False, RunState.FAILED, note, record_failure=FailReason.DIED)
-        return Decision(True, state, "its process died; resuming from the checkpoint")
+        return Decision(True, state, f"{gone}; resuming from the checkpoint")
     if state is RunState.INTERRUPTED:
         return Decision(True, state, "resuming", new_attempt=False)
     return Decision(True, state)  # pending, skipped (re-asked: the method may have changed)
