@@ -15,12 +15,23 @@ SLURM requeues the job (``--requeue``) and it resumes the same way.
 The sweep process waits and prints the live summary; it may be stopped at any time (the jobs
 keep going) and ``bench status`` follows them from any shell: every job id is recorded in
 the sweep's manifest and, once it starts, in the run's ``status.json``.
+
+Where submitit keeps its files: each job is a pickle (``<job>_submitted.pkl``) that the compute
+node unpickles, that is runs, as the submitting user when the job starts. The run store is often
+shared (others write into it), and a pickle others can write is code they can run as us, so
+submitit's folder is never in the store: it is the user's own (:func:`submitit_folder`,
+``$BENCH_SUBMITIT_DIR`` or ``~/.local/state/debias-bench/submitit``, one subfolder per store),
+created with mode 0700 and refused (a ConfigError, before anything is submitted) when anyone
+else could write it or replace it (:func:`check_private`). It must be on a file system the
+compute nodes share, as the store must.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
+import stat
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -84,6 +95,54 @@ class SlurmRun:
 
 #: the most runs of one job array at once a flag may ask for
 MAX_ARRAY_PARALLELISM = 100_000
+#: the folder under which submitit keeps its jobs' pickles and logs (default: the user's state)
+SUBMITIT_ENV = "BENCH_SUBMITIT_DIR"
+
+
+def submitit_folder(store_root: Path) -> Path:
+    """Where submitit keeps the jobs of the store at ``store_root``: a folder of the user's
+    own, outside the store, checked by :func:`check_private` (the module docstring says why)."""
+    env = os.environ.get(SUBMITIT_ENV)
+    state = os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state"
+    root = Path(env).expanduser() if env else Path(state) / "debias-bench" / "submitit"
+    store = Path(store_root).resolve()
+    key = hashlib.sha256(str(store).encode()).hexdigest()[:12]
+    return check_private(root) / f"{store.name}-{key}"
+
+
+def check_private(root: Path) -> Path:
+    """``root`` created (mode 0700) and resolved; a ConfigError unless the user alone can write
+    it and no one else can replace it: it and every folder above it are the user's or root's,
+    and none is writable by group or others (but a sticky one, such as /tmp)."""
+    root = Path(os.path.abspath(root))
+    fix = (
+        f"set {SUBMITIT_ENV} to a folder only you can write (mode 0700), on a file system the "
+        "compute nodes share"
+    )
+    try:
+        root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        root = root.resolve()
+        found = [(folder, folder.stat()) for folder in (root, *root.parents)]
+    except OSError as exc:
+        raise ConfigError(f"--launcher slurm: cannot create {root}: {exc}", hint=fix) from None
+    me = os.getuid()
+    for folder, st in found:
+        open_to_others = st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+        if folder == root and (st.st_uid != me or open_to_others):
+            raise ConfigError(
+                f"--launcher slurm: submitit's folder {root} is not yours alone (owner uid "
+                f"{st.st_uid}, mode {stat.filemode(st.st_mode)}): a job's pickle there could "
+                "be replaced before the job starts, and run as you",
+                hint=f"chmod 700 {root} and check what it holds; or {fix}",
+            )
+        if st.st_uid not in (me, 0) or (open_to_others and not st.st_mode & stat.S_ISVTX):
+            raise ConfigError(
+                f"--launcher slurm: {folder}, above submitit's folder {root}, can be written "
+                f"by others (owner uid {st.st_uid}, mode {stat.filemode(st.st_mode)}): they "
+                "could put their own folder in its place",
+                hint=fix,
+            )
+    return root
 
 
 @register_launcher(
@@ -104,7 +163,7 @@ class SlurmLauncher(Launchable):
     ) -> None:
         self.ctx, self.store, self.resources = ctx, ctx.store, resources
         self.array_parallelism, self.job_name = array_parallelism, job_name
-        self.folder = self.store.root.resolve() / ".submitit"
+        self.folder = submitit_folder(self.store.root)  # never in the (shared) store
         self.jobs: dict[str, tuple[Task, Any]] = {}  # run id -> (task, submitit job)
         self.states: dict[str, str] = {}  # job id -> SLURM state, from the latest squeue
         self.last_poll = 0.0
