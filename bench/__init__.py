@@ -23,6 +23,11 @@ __version__ = "0.1.0"
 
 #: public name -> the module that defines it
 _API: dict[str, str] = {
+    # run, read and report a grid from Python (the session layer; ``bench`` calls the same)
+    "results": "debias_bench.session.results",
+    "report": "debias_bench.session.report",
+    "compare": "debias_bench.session.compare",
+    "status": "debias_bench.session.status",
     # methods
     "Method": "debias_bench.training.method",
     "TrainEnv": "debias_bench.training.method",
@@ -147,6 +152,7 @@ __all__ = [
     "Weighted",
     "WorkerProcess",
     "__version__",
+    "compare",
     "finished",
     "generator",
     "hparam",
@@ -161,9 +167,12 @@ __all__ = [
     "register_optimizer",
     "register_table",
     "register_tracker",
+    "report",
+    "results",
     "rng",
     "sampling_option",
     "seed_stats",
+    "status",
     "stream_seed",
     "train_model",
 ]
@@ -310,6 +319,10 @@ if TYPE_CHECKING:  # what static tools (mypy, the docs) see of the lazy names
     from debias_bench.reporting.model import Cell, Column, Row, Table
     from debias_bench.reporting.runs import finished
     from debias_bench.reporting.stats import seed_stats
+    from debias_bench.session.compare import compare
+    from debias_bench.session.report import report
+    from debias_bench.session.results import results
+    from debias_bench.session.status import status
     from debias_bench.streams import generator, rng, stream_seed
     from debias_bench.tracking.base import TRACKERS, TrackedRun, Tracker, register_tracker
     from debias_bench.training.method import Method, TrainEnv

@@ -11,7 +11,7 @@ from typing import NoReturn
 
 from debias_bench.commands import COMMANDS
 from debias_bench.errors import BenchError, ConfigError
-from debias_bench.paths import check_folder_flags
+from debias_bench.paths import DEFAULT_OUT
 from debias_bench.plugins.loading import import_plugins
 
 
@@ -73,3 +73,19 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+#: the flags that name a folder, by their argparse ``dest``: an empty value is the working
+#: directory to ``Path`` (``Path("") == Path(".")``), never what anyone meant
+FOLDER_FLAGS = {"out": "--out"}
+
+
+def check_folder_flags(args: argparse.Namespace) -> None:
+    """Refuse a folder flag of :data:`FOLDER_FLAGS` given as an empty (or blank) string, which
+    would make the working directory the run store: a ConfigError, before any command runs."""
+    for dest, flag in FOLDER_FLAGS.items():
+        value = getattr(args, dest, None)
+        if isinstance(value, str) and not value.strip():
+            raise ConfigError(
+                f"{flag} must name a folder, not {value!r} (e.g. {flag} {DEFAULT_OUT})"
+            )

@@ -7,7 +7,6 @@
 
 from __future__ import annotations
 
-import argparse
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,11 +22,6 @@ class DataPlace:
 
     raw_root: Path
     data_root: Path
-
-
-#: the flags that name a folder, by their argparse ``dest``: an empty value is the working
-#: directory to ``Path`` (``Path("") == Path(".")``), never what anyone meant
-FOLDER_FLAGS = {"out": "--out"}
 
 
 def _cache_home() -> Path:
@@ -48,12 +42,46 @@ def data_root(explicit: str | os.PathLike | None = None) -> Path:
     return Path(env).expanduser() if env else _cache_home() / "data"
 
 
-def check_folder_flags(args: argparse.Namespace) -> None:
-    """Refuse a folder flag of :data:`FOLDER_FLAGS` given as an empty (or blank) string, which
-    would make the working directory the run store: a ConfigError, before any command runs."""
-    for dest, flag in FOLDER_FLAGS.items():
-        value = getattr(args, dest, None)
-        if isinstance(value, str) and not value.strip():
+#: the longest name of one path component (NAME_MAX) and of a whole path (PATH_MAX) where the
+#: file system does not say (``os.pathconf``)
+NAME_MAX, PATH_MAX = 255, 4096
+
+
+def existing_ancestor(path: Path) -> Path:
+    """``path`` itself or its nearest ancestor that exists."""
+    path = Path(os.path.abspath(path))
+    while not os.path.lexists(path) and path != path.parent:
+        path = path.parent
+    return path
+
+
+def _limit(path: Path, name: str, default: int) -> int:
+    try:
+        return int(os.pathconf(path, name))
+    except (OSError, ValueError):
+        return default
+
+
+def check_path(path: Path, flag: str) -> None:
+    """A path no file system takes (a component longer than NAME_MAX, usually 255 bytes; the
+    whole longer than PATH_MAX): one error naming the component and the limit, before
+    anything is created or read (``flag``: how the error names the path, ``--out``)."""
+    path = Path(os.path.abspath(Path(path).expanduser()))
+    where = existing_ancestor(path)
+    name_max = _limit(where, "PC_NAME_MAX", NAME_MAX)
+    path_max = _limit(where, "PC_PATH_MAX", PATH_MAX)
+    for part in path.parts:
+        size = len(os.fsencode(part))
+        if size > name_max:
             raise ConfigError(
-                f"{flag} must name a folder, not {value!r} (e.g. {flag} {DEFAULT_OUT})"
+                f"{flag} {str(path)[:80]}...: the name {part[:24]}... is {size} bytes long, "
+                f"more than the {name_max} this file system takes in one path component",
+                hint=f"give {flag} a path whose every folder name is at most {name_max} bytes",
             )
+    size = len(os.fsencode(str(path)))
+    if size >= path_max:
+        raise ConfigError(
+            f"{flag} {str(path)[:80]}... is {size} bytes long, more than the {path_max} "
+            "this system takes in a path",
+            hint=f"give {flag} a shorter path",
+        )

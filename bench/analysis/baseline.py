@@ -28,11 +28,11 @@ import torch
 
 from debias_bench import __version__
 from debias_bench.errors import BenchError, CorruptDataError
-from debias_bench.launchers.preflight import check_store
 from debias_bench.launchers.run_one import provenance
 from debias_bench.reporting.records import COUNTS, load_records
 from debias_bench.runs.jsonio import json_text, read_json, write_output
 from debias_bench.runs.states import SUCCESS, RunState
+from debias_bench.runs.store import check_store
 
 FORMAT = 2
 #: the formats :func:`load_baseline` reads (1: one cell per seed, before the seeds' spread)

@@ -40,9 +40,9 @@ from debias_bench.reproduction.render import (
 )
 from debias_bench.runs.jsonio import write_output
 from debias_bench.runs.store import RunStore
+from debias_bench.session.report import ReportRequest, report_text
 
 from .common import command_with_verbs
-from .report import ReportRequest, report_text
 
 DEFAULT_EXPLANATIONS = Path("results/reproduction/explanations.yaml")
 
@@ -199,7 +199,7 @@ def write_tables(store: Path, output: Path, protocol: str, preset: str) -> None:
     request = ReportRequest(
         out=store, paper=DEFAULT_PAPER, protocol=protocol, preset=preset, opts=ReportOptions()
     )
-    write_output(output, report_text(request)[0], "--results")
+    write_output(output, report_text(request).text, "--results")
     print(f"wrote {output}", file=sys.stderr)
 
 

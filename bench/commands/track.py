@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from debias_bench.launchers.preflight import check_store
+from debias_bench.runs.store import check_store
 from debias_bench.tracking import TRACKERS, export_store, parse_specs
 
 from .common import command_with_verbs

@@ -27,63 +27,17 @@ from pathlib import Path
 
 from debias_bench.config.run_config import RunConfig
 from debias_bench.errors import ConfigError
-from debias_bench.paths import DataPlace
+from debias_bench.paths import DataPlace, check_path, existing_ancestor
 from debias_bench.registry import DATASETS
-from debias_bench.runs.store import MOVED_ASIDE, RunStore
 from debias_bench.training.devices import resolve_device
 
 _DEVICE = re.compile(r"auto|cpu|mps|cuda(:\d+)?")
 
 
-#: the longest name of one path component (NAME_MAX) and of a whole path (PATH_MAX) where the
-#: file system does not say (``os.pathconf``)
-NAME_MAX, PATH_MAX = 255, 4096
-
-
-def _existing_ancestor(path: Path) -> Path:
-    """``path`` itself or its nearest ancestor that exists."""
-    path = Path(os.path.abspath(path))
-    while not os.path.lexists(path) and path != path.parent:
-        path = path.parent
-    return path
-
-
-def _limit(path: Path, name: str, default: int) -> int:
-    try:
-        return int(os.pathconf(path, name))
-    except (OSError, ValueError):
-        return default
-
-
-def check_path(path: Path, flag: str) -> None:
-    """A path no file system takes (a component longer than NAME_MAX, usually 255 bytes; the
-    whole longer than PATH_MAX): one error naming the component and the limit, before
-    anything is created or read."""
-    path = Path(os.path.abspath(Path(path).expanduser()))
-    where = _existing_ancestor(path)
-    name_max = _limit(where, "PC_NAME_MAX", NAME_MAX)
-    path_max = _limit(where, "PC_PATH_MAX", PATH_MAX)
-    for part in path.parts:
-        size = len(os.fsencode(part))
-        if size > name_max:
-            raise ConfigError(
-                f"{flag} {str(path)[:80]}...: the name {part[:24]}... is {size} bytes long, "
-                f"more than the {name_max} this file system takes in one path component",
-                hint=f"give {flag} a path whose every folder name is at most {name_max} bytes",
-            )
-    size = len(os.fsencode(str(path)))
-    if size >= path_max:
-        raise ConfigError(
-            f"{flag} {str(path)[:80]}... is {size} bytes long, more than the {path_max} "
-            "this system takes in a path",
-            hint=f"give {flag} a shorter path",
-        )
-
-
 def _probe_writable(folder: Path, what: str, fix: str) -> None:
     """``folder`` (which need not exist yet) can be created and written: its nearest existing
     ancestor is a directory in which a file can be made. Leaves nothing behind."""
-    there = _existing_ancestor(folder)
+    there = existing_ancestor(folder)
     if not there.is_dir():
         raise ConfigError(
             f"{what} {folder} cannot be created: {there} is a file, not a directory", hint=fix
@@ -164,52 +118,6 @@ def check_worker_imports(launcher: str, modules: Iterable[str] = WORKER_IMPORTS)
                 "(e.g. `pip install --force-reinstall torchvision` with the torch index you "
                 "installed torch from), or use --launcher inline",
             ) from None
-
-
-#: names a run store holds besides its runs (``bench tune``'s file, hidden temporaries)
-STORE_FILES = ("tuned.yaml",)
-
-
-def _store_entry(entry: Path) -> bool:
-    """Whether ``entry`` may sit in a run store that has no run yet: a hidden file, a known
-    file, a run folder moved aside (``<id>.bad``) or one that is being planned (empty)."""
-    if entry.name.startswith(".") or entry.name in STORE_FILES:
-        return True
-    if entry.is_dir():
-        return entry.name.endswith(MOVED_ASIDE) or not any(entry.iterdir())
-    return False
-
-
-def check_store(out: Path | str) -> RunStore:
-    """The run store at ``out`` for a command that only reads it: an error naming the path and
-    the fix when it does not exist, is a file, cannot be read, or is a directory that holds
-    other things and no run (a mistyped --out); an existing empty store is fine (the command
-    then says it has no runs)."""
-    out = Path(out).expanduser()
-    check_path(out, "--out")
-    create = f"`bench run --out {out} ...` creates it; or pass the --out your sweep wrote to"
-    try:
-        if not out.exists():
-            raise ConfigError(f"no run store at {out}: the directory does not exist", hint=create)
-        if not out.is_dir():
-            raise ConfigError(f"--out {out} is a file, not a run store", hint=create)
-        entries = sorted(out.iterdir())
-        store = RunStore(out)
-        if next(iter(store.runs()), None) is not None:
-            return store
-        strangers = [e.name for e in entries if not _store_entry(e)]
-    except OSError as exc:
-        raise ConfigError(
-            f"cannot read the run store {out} ({exc.strerror or exc})",
-            hint="check the path and its permissions",
-        ) from None
-    if strangers:
-        shown = ", ".join(strangers[:5]) + (", ..." if len(strangers) > 5 else "")
-        raise ConfigError(
-            f"{out} is not a run store: it holds no run folder (it holds {shown})",
-            hint="pass the --out that `bench run` wrote to",
-        )
-    return store
 
 
 def check_device(name: str) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from debias_bench.reporting.model import Cell, Table
 from debias_bench.runs.states import RunState
@@ -28,6 +29,44 @@ def number(value: float, digits: int, signed: bool = False) -> str:
     if float(text) == 0:
         return f"{0:.{digits}f}"  # never "-0.00"
     return f"{value:+.{digits}f}" if signed else text
+
+
+#: the marks a cell may carry after its mean, in print order: (kind, arguments as text)
+Mark = tuple[str, tuple[str, ...]]
+
+
+def cell_marks(cell: Cell) -> list[Mark]:
+    """What every format prints after a cell's mean, in this order, as plain text: the std,
+    the interval (``--interval``), a cost ratio, the ``--ours`` gain, the seed count when
+    fewer than expected, the paper flag (†) and the tie mark (≈). Each renderer only decorates
+    them (``*_MARKS`` templates), so the formats never disagree on what a cell says."""
+    digits, marks = cell.digits, []
+    if cell.std is not None:
+        marks.append(("std", (number(cell.std, digits),)))
+    if cell.low is not None and cell.high is not None:
+        marks.append(("interval", (number(cell.low, digits), number(cell.high, digits))))
+    if cell.ratio is not None:
+        marks.append(("ratio", (ratio_text(cell),)))
+    if cell.delta is not None:
+        marks.append(("gain", (number(cell.delta, digits, signed=True),)))
+    if cell.show_n:
+        marks.append(("n", (str(cell.n),)))
+    if cell.flag:
+        marks.append(("flag", ()))
+    if cell.tie:
+        marks.append(("tie", ()))
+    return marks
+
+
+def decorate(
+    cell: Cell, templates: dict[str, str], mean: str, convert: Callable[[str], str] = str
+) -> str:
+    """``mean`` (the cell's mean as the format prints it) followed by :func:`cell_marks`, each
+    through its format's template (``"std": " ± {0}"``); ``convert`` turns each argument into
+    the format's text (LaTeX's escapes and minus sign)."""
+    return mean + "".join(
+        templates[kind].format(*map(convert, args)) for kind, args in cell_marks(cell)
+    )
 
 
 def listed_notes(table: Table) -> list[str]:

@@ -18,7 +18,7 @@ from typing import Any
 import pandas as pd
 
 from debias_bench.errors import CorruptDataError
-from debias_bench.reporting.format import note_sections, number, ratio_text
+from debias_bench.reporting.format import decorate, note_sections, number
 from debias_bench.reporting.model import Cell, Column, Table
 from debias_bench.reporting.options import ReportOptions
 from debias_bench.reporting.paper import PaperNumbers
@@ -91,6 +91,18 @@ def inline(text: str) -> str:
     return re.sub(r"`([^`]*)`", r"<code>\1</code>", escape(text))
 
 
+#: how HTML prints each mark of a cell (:func:`~debias_bench.reporting.format.cell_marks`)
+MARKS = {
+    "std": ' <span class="std">± {0}</span>',
+    "interval": ' <span class="ci">[{0}, {1}]</span>',
+    "ratio": ' <span class="std">({0})</span>',
+    "gain": ' <span class="gain">({0})</span>',
+    "n": ' <span class="n">(n={0})</span>',
+    "flag": ' <sup title="differs from the paper by more than the combined std">†</sup>',
+    "tie": ' <sup class="tie" title="not distinguishable from the best of its row">≈</sup>',
+}
+
+
 def cell_html(cell: Cell) -> str:
     """A cell with the marks Markdown prints, as markup the style sheet can set off."""
     if not cell.has_value:
@@ -98,24 +110,7 @@ def cell_html(cell: Cell) -> str:
         return "–" + (missing or "")
     assert cell.mean is not None
     text = escape(number(cell.mean, cell.digits, cell.signed))
-    if cell.bold:
-        text = f'<strong class="best">{text}</strong>'
-    if cell.std is not None:
-        text += f' <span class="std">± {number(cell.std, cell.digits)}</span>'
-    if cell.low is not None and cell.high is not None:
-        bounds = f"{number(cell.low, cell.digits)}, {number(cell.high, cell.digits)}"
-        text += f' <span class="ci">[{bounds}]</span>'
-    if cell.ratio is not None:
-        text += f' <span class="std">({escape(ratio_text(cell))})</span>'
-    if cell.delta is not None:
-        text += f' <span class="gain">({number(cell.delta, cell.digits, signed=True)})</span>'
-    if cell.show_n:
-        text += f' <span class="n">(n={cell.n})</span>'
-    if cell.flag:
-        text += ' <sup title="differs from the paper by more than the combined std">†</sup>'
-    if cell.tie:
-        text += ' <sup class="tie" title="not distinguishable from the best of its row">≈</sup>'
-    return text
+    return decorate(cell, MARKS, f'<strong class="best">{text}</strong>' if cell.bold else text)
 
 
 def _sep(column: Column, table: Table) -> str:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from debias_bench.reporting.format import note_sections, number, ratio_text
+from debias_bench.reporting.format import decorate, note_sections, number
 from debias_bench.reporting.model import Cell, Column, Table
 
 PREAMBLE = r"""\documentclass[10pt]{article}
@@ -77,6 +77,19 @@ def _signed(value: float, digits: int) -> str:
     return number(value, digits, signed=True).replace("-", "$-$")
 
 
+#: how LaTeX prints each mark of a cell (:func:`~debias_bench.reporting.format.cell_marks`;
+#: the macros are the preamble's)
+MARKS = {
+    "std": r"\dbstd{{{0}}}",
+    "interval": r"\dbci{{{0}}}{{{1}}}",
+    "ratio": r" \dbmiss{{({0})}}",
+    "gain": r" \dbgain{{{0}}}",
+    "n": r"\dbn{{{0}}}",
+    "flag": r"$^{{\dagger}}$",
+    "tie": r"\dbtie{{}}",
+}
+
+
 def cell_tex(cell: Cell) -> str:
     if not cell.has_value:
         return "--" + (rf" \dbmiss{{({escape(cell.missing)})}}" if cell.missing else "")
@@ -84,22 +97,7 @@ def cell_tex(cell: Cell) -> str:
     text = _signed(cell.mean, cell.digits) if cell.signed else number(cell.mean, cell.digits)
     if cell.bold:
         text = rf"\textbf{{{text}}}"
-    if cell.std is not None:
-        text += rf"\dbstd{{{number(cell.std, cell.digits)}}}"
-    if cell.low is not None and cell.high is not None:
-        low, high = (_signed(v, cell.digits).lstrip("+") for v in (cell.low, cell.high))
-        text += rf"\dbci{{{low}}}{{{high}}}"
-    if cell.ratio is not None:
-        text += rf" \dbmiss{{({escape(ratio_text(cell))})}}"
-    if cell.delta is not None:
-        text += rf" \dbgain{{{_signed(cell.delta, cell.digits)}}}"
-    if cell.show_n:
-        text += rf"\dbn{{{cell.n}}}"
-    if cell.flag:
-        text += r"$^{\dagger}$"
-    if cell.tie:
-        text += r"\dbtie{}"
-    return text
+    return decorate(cell, MARKS, text, lambda arg: escape(arg).replace("-", "$-$"))
 
 
 def header_tex(column: Column) -> str:

@@ -4,8 +4,19 @@ from __future__ import annotations
 
 from tabulate import tabulate
 
-from debias_bench.reporting.format import markdown_text, note_sections, number, ratio_text
+from debias_bench.reporting.format import decorate, markdown_text, note_sections, number
 from debias_bench.reporting.model import Cell, Column, Table
+
+#: how Markdown prints each mark of a cell (:func:`~debias_bench.reporting.format.cell_marks`)
+MARKS = {
+    "std": " ± {0}",
+    "interval": " [{0}, {1}]",
+    "ratio": " ({0})",
+    "gain": " ({0})",
+    "n": " (n={0})",
+    "flag": " †",
+    "tie": " ≈",
+}
 
 
 def cell_text(cell: Cell) -> str:
@@ -13,23 +24,7 @@ def cell_text(cell: Cell) -> str:
         return f"– ({cell.missing})" if cell.missing else "–"
     assert cell.mean is not None
     text = number(cell.mean, cell.digits, cell.signed)
-    if cell.bold:
-        text = f"**{text}**"
-    if cell.std is not None:
-        text += f" ± {number(cell.std, cell.digits)}"
-    if cell.low is not None and cell.high is not None:
-        text += f" [{number(cell.low, cell.digits)}, {number(cell.high, cell.digits)}]"
-    if cell.ratio is not None:
-        text += f" ({ratio_text(cell)})"
-    if cell.delta is not None:
-        text += f" ({number(cell.delta, cell.digits, signed=True)})"
-    if cell.show_n:
-        text += f" (n={cell.n})"
-    if cell.flag:
-        text += " †"
-    if cell.tie:
-        text += " ≈"
-    return text
+    return decorate(cell, MARKS, f"**{text}**" if cell.bold else text)
 
 
 def header(column: Column) -> str:

@@ -35,6 +35,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+from debias_bench.errors import ConfigError
+from debias_bench.paths import check_path
 from debias_bench.runs.files import MOVED_ASIDE
 from debias_bench.runs.run_dir import RunDir
 
@@ -81,3 +83,49 @@ class RunStore:
         """The runs whose files can all be read (analyses skip corrupt ones; `bench status`
         and `bench report` list those with their fault)."""
         return (run for run in self.runs() if run.fault() is None)
+
+
+#: names a run store holds besides its runs (``bench tune``'s file, hidden temporaries)
+STORE_FILES = ("tuned.yaml",)
+
+
+def _store_entry(entry: Path) -> bool:
+    """Whether ``entry`` may sit in a run store that has no run yet: a hidden file, a known
+    file, a run folder moved aside (``<id>.bad``) or one that is being planned (empty)."""
+    if entry.name.startswith(".") or entry.name in STORE_FILES:
+        return True
+    if entry.is_dir():
+        return entry.name.endswith(MOVED_ASIDE) or not any(entry.iterdir())
+    return False
+
+
+def check_store(out: Path | str) -> RunStore:
+    """The run store at ``out`` for a command that only reads it: an error naming the path and
+    the fix when it does not exist, is a file, cannot be read, or is a directory that holds
+    other things and no run (a mistyped --out); an existing empty store is fine (the command
+    then says it has no runs)."""
+    out = Path(out).expanduser()
+    check_path(out, "--out")
+    create = f"`bench run --out {out} ...` creates it; or pass the --out your sweep wrote to"
+    try:
+        if not out.exists():
+            raise ConfigError(f"no run store at {out}: the directory does not exist", hint=create)
+        if not out.is_dir():
+            raise ConfigError(f"--out {out} is a file, not a run store", hint=create)
+        entries = sorted(out.iterdir())
+        store = RunStore(out)
+        if next(iter(store.runs()), None) is not None:
+            return store
+        strangers = [e.name for e in entries if not _store_entry(e)]
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot read the run store {out} ({exc.strerror or exc})",
+            hint="check the path and its permissions",
+        ) from None
+    if strangers:
+        shown = ", ".join(strangers[:5]) + (", ..." if len(strangers) > 5 else "")
+        raise ConfigError(
+            f"{out} is not a run store: it holds no run folder (it holds {shown})",
+            hint="pass the --out that `bench run` wrote to",
+        )
+    return store

@@ -22,10 +22,10 @@ from support.planted import finish_running, plant
 from support.processes import bench_env
 from support.scripted import BEHAVIOURS, _wait_for, bench_args, statuses  # noqa: F401
 
-from debias_bench.commands.status import collect
 from debias_bench.runs.run_dir import RunDir
 from debias_bench.runs.states import RunState
 from debias_bench.runs.store import RunStore
+from debias_bench.session.status import collect
 
 
 # ------------------------------------------------------------------------------ tests

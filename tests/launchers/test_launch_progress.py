@@ -14,7 +14,6 @@ import torch
 from support.planted import selections
 
 from debias_bench.cli import main
-from debias_bench.commands.status import collect, counts_and_eta
 from debias_bench.config.run_config import RunConfig, make_config
 from debias_bench.launchers.run_one import _Recorded, _start, run_one
 from debias_bench.launchers.scheduler import (
@@ -32,6 +31,7 @@ from debias_bench.runs.progress import Live, LogLines, Pace, Progress
 from debias_bench.runs.provenance import config_json
 from debias_bench.runs.states import Decision, RunState
 from debias_bench.runs.store import RunStore
+from debias_bench.session.status import collect, counts_and_eta
 from debias_bench.tracking.session import RunTracking
 
 

@@ -16,9 +16,9 @@ import time
 import pytest
 from support.scripted import bench_args, statuses
 
-from debias_bench.commands.status import collect
 from debias_bench.launchers.slurm_queue import slurm_available
 from debias_bench.runs.store import RunStore
+from debias_bench.session.status import collect
 
 WHY_NOT = slurm_available()
 if WHY_NOT and os.environ.get("BENCH_REQUIRE_SLURM") == "1":

@@ -18,11 +18,11 @@ from test_report_cli import _foreign_copy
 from test_report_grouping import write
 
 from debias_bench.cli import main
-from debias_bench.commands.compare import CompareRequest, compare_text
 from debias_bench.errors import ConfigError
 from debias_bench.reporting import build_tables, load_records, render
 from debias_bench.reporting.model import Cell, Column, Row, Table
 from debias_bench.runs.store import RunStore
+from debias_bench.session.compare import CompareRequest, compare_text
 
 
 def out_err(capsys: pytest.CaptureFixture[str]) -> tuple[str, str]:

@@ -21,7 +21,6 @@ from statsmodels.stats.power import TTestIndPower, TTestPower
 from test_report import write_run
 
 from debias_bench.cli import main
-from debias_bench.commands.compare import CompareRequest, compare_text
 from debias_bench.reporting import ReportOptions, build_tables, load_records, render
 from debias_bench.reporting.layout import method_name
 from debias_bench.reporting.significance import (
@@ -39,6 +38,7 @@ from debias_bench.reporting.significance import (
 )
 from debias_bench.reproduction.export import read_csv
 from debias_bench.runs.store import RunStore
+from debias_bench.session.compare import CompareRequest, compare_text
 
 REPO = Path(__file__).resolve().parents[2]
 CSV = REPO / "results" / "reproduction" / "cmnist.csv"
@@ -158,14 +158,15 @@ def test_bench_compare_on_the_reproduction_csv(capsys):
     the Holm-corrected p and the seeds needed, as scipy gives them."""
     assert main(["compare", "etf_debias", "lff", "--csv", str(CSV), "--format", "csv"]) == 0
     out = pd.read_csv(io.StringIO(capsys.readouterr().out), dtype=str)
-    assert list(out["ratio %"]) == ["0.5", "1", "2", "5"] and set(out["test"]) == {PAIRED}
+    assert list(out["ratio"]) == ["0.5", "1.0", "2.0", "5.0"] and set(out["test"]) == {PAIRED}
+    assert all(name.isascii() for name in out.columns)  # issue 49: `A - B`, not `A − B`
     runs = recipe_runs()
     raw, diffs = [], []
     for ratio in RATIOS:
         row = runs[runs["ratio"] == ratio].pivot(index="seed", columns="method", values="accuracy")
         raw.append(stats.ttest_rel(row["etf_debias"], row["lff"]).pvalue)
         diffs.append(row["etf_debias"].mean() - row["lff"].mean())
-    assert [float(v) for v in out["A − B"]] == pytest.approx(diffs, abs=TOL)
+    assert [float(v) for v in out["A - B"]] == pytest.approx(diffs, abs=TOL)
     assert [float(v) for v in out["p"]] == pytest.approx(raw, abs=TOL)
     assert [float(v) for v in out["p (Holm)"]] == pytest.approx(holm_by_hand(raw), abs=TOL)
     for needed, ratio in zip(out["seeds needed"], RATIOS, strict=True):
