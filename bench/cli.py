@@ -71,10 +71,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
 
 
-if __name__ == "__main__":
-    sys.exit(main())
-
-
 #: the flags that name a folder, by their argparse ``dest``: an empty value is the working
 #: directory to ``Path`` (``Path("") == Path(".")``), never what anyone meant
 FOLDER_FLAGS = {"out": "--out"}
@@ -89,3 +85,7 @@ def check_folder_flags(args: argparse.Namespace) -> None:
             raise ConfigError(
                 f"{flag} must name a folder, not {value!r} (e.g. {flag} {DEFAULT_OUT})"
             )
+
+
+if __name__ == "__main__":
+    sys.exit(main())
