@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import signal
 import sys
 from collections.abc import Callable
@@ -15,11 +16,11 @@ from typing import Any
 from tqdm import tqdm
 
 from debias_bench import paths
-from debias_bench.config.flags import MAX_GRACE_S, duration, number
+from debias_bench.config.flags import MAX_GRACE_S, check_thread_env, duration, number
 from debias_bench.config.run_config import RunConfig
 from debias_bench.errors import ConfigError
 from debias_bench.launchers import Launcher, Sweep, schedule
-from debias_bench.launchers.factories import LAUNCHERS, LaunchContext
+from debias_bench.launchers.factories import LAUNCHERS, LaunchContext, foreign_flags
 from debias_bench.launchers.preflight import check_data, check_data_root, check_device, check_out
 from debias_bench.launchers.run_one import MAX_ATTEMPTS, plan, record_submission
 from debias_bench.launchers.scheduler import signal_label
@@ -103,6 +104,8 @@ def _prepared_launcher(
 ) -> Launcher:
     """Every check of the sweep, the launcher's own included, then ``--out`` and the trackers
     (the first things written) and the launcher, which has not started anything yet."""
+    check_launcher_flags(args)
+    check_thread_env(os.environ)  # before torch reads it
     check_device(args.device)
     place = DataPlace(paths.raw_root(args.raw_root), paths.data_root(args.data_root))
     check_data(configs, place)
@@ -128,6 +131,27 @@ def _prepared_launcher(
         launcher.close()
         raise
     return launcher
+
+
+def check_launcher_flags(args: argparse.Namespace) -> None:
+    """A flag of another launcher than ``--launcher`` (``--threads`` under inline or slurm)
+    would do nothing: one error naming the launcher that uses it."""
+    foreign = foreign_flags(args, args.launcher)
+    if not foreign:
+        return
+    owners: dict[str, list[str]] = {}
+    for flag, owner in foreign.items():
+        owners.setdefault(owner, []).append(flag)
+    named = "; ".join(
+        f"{', '.join(flags)} {'is a flag' if len(flags) == 1 else 'are flags'} "
+        f"of --launcher {owner}"
+        for owner, flags in owners.items()
+    )
+    raise ConfigError(
+        f"{named}: --launcher {args.launcher} does not use {'it' if len(foreign) == 1 else 'them'}",
+        hint=f"add --launcher {next(iter(owners))}, or leave out {', '.join(foreign)} "
+        "(`bench run --help` lists each launcher's flags under its name)",
+    )
 
 
 def execute(

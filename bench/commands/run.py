@@ -20,7 +20,7 @@ from debias_bench import paths
 from debias_bench.analysis.ablations import ABLATIONS, ablation_grids, get_ablation
 from debias_bench.analysis.tuning_report import check_tuned_cells, tuned_values
 from debias_bench.config.flags import MAX_SEED, hparam_flag, number
-from debias_bench.config.grid import Grid, expand
+from debias_bench.config.grid import Grid, expand, grid_size, large_grid_warning
 from debias_bench.config.run_config import PRESETS, PROTOCOLS, parse_overrides
 from debias_bench.config.terms import sweep_note
 from debias_bench.launchers.preflight import check_path, check_seeds, unique
@@ -125,11 +125,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     terms = sweep_note(configs)  # a method fed other inputs than the baselines, say
     for note in [*notes, *([terms] if terms else [])]:
         print(f"note: {note}", file=sys.stderr)
+    large = large_grid_warning(configs)  # before the sweep makes a folder for each run
+    if large:
+        print(f"warning: {large}", file=sys.stderr)
     store = RunStore(Path(args.out))
     if args.dry_run:
+        done = 0
         for c in configs:
-            done = RunState.DONE.value if store.run(c.run_id).is_done() else "todo"
-            print(f"{done}  {c.run_id}")
+            done += (finished := store.run(c.run_id).is_done())
+            print(f"{RunState.DONE.value if finished else 'todo'}  {c.run_id}")
+        print(f"{grid_size(configs)}: {len(configs) - done:,} todo, {done:,} done", file=sys.stderr)
         return 0
     overall = time.perf_counter()
     sweep, signum = execute(args, configs, store)

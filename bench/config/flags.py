@@ -9,10 +9,16 @@ from __future__ import annotations
 
 import argparse
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
-from debias_bench.config.hparams import ENGINE_HPARAMS, HParam, describe_range, in_range
+from debias_bench.config.hparams import (
+    ENGINE_HPARAMS,
+    MAX_THREADS,
+    HParam,
+    describe_range,
+    in_range,
+)
 from debias_bench.errors import ConfigError
 
 #: a seed of torch, NumPy and Python's ``random`` alike
@@ -75,3 +81,17 @@ def duration(text: str) -> float:
             f"({describe_range('seconds', 0, MAX_SECONDS, True)})"
         )
     return seconds
+
+
+def check_thread_env(env: Mapping[str, str]) -> None:
+    """``OMP_NUM_THREADS`` above :data:`~debias_bench.config.hparams.MAX_THREADS` (the bound of
+    ``--threads`` and ``--set num_threads``): one error before torch reads it. A value that is
+    no positive whole number is left alone: OpenMP ignores it, and so does the local launcher
+    (``debias_bench.launchers.slots.user_threads``)."""
+    value = env.get("OMP_NUM_THREADS", "").strip()
+    if value.isdigit() and int(value) > MAX_THREADS:
+        raise ConfigError(
+            f"OMP_NUM_THREADS={value} is more threads than bench gives a run "
+            f"(at most {MAX_THREADS}, as --threads and --set num_threads)",
+            hint="set OMP_NUM_THREADS to the cores a run should use, or unset it",
+        )

@@ -20,6 +20,37 @@ from debias_bench.data.options import check_data_options, data_options_by_datase
 from debias_bench.errors import ConfigError
 from debias_bench.registry import DATASETS
 
+#: a sweep of more runs than this gets a warning with its size before any folder is made: the
+#: paper's whole comparison (every method x dataset x ratio, 3 seeds) is 672 runs, and a slip of
+#: ``--seeds`` (``0-20000``) or ``--ratios`` makes tens of thousands
+LARGE_GRID = 1_000
+
+
+def _count(n: int, what: str) -> str:
+    return f"{n:,} {what}{'' if n == 1 else 's'}"
+
+
+def grid_size(configs: list[RunConfig]) -> str:
+    """``20,000 runs (1 method, 1 dataset, 1 ratio, 20,000 seeds)``."""
+    axes = [
+        _count(len({getattr(c, axis) for c in configs}), axis)
+        for axis in ("method", "dataset", "ratio", "seed")
+    ]
+    return f"{_count(len(configs), 'run')} ({', '.join(axes)})"
+
+
+def large_grid_warning(configs: list[RunConfig]) -> str | None:
+    """A warning when the grid has more than :data:`LARGE_GRID` runs (a sweep plans a folder
+    for each as it starts): its size per axis. A warning, not a refusal: large grids are real
+    (a tuning study, many seeds), and a sweep prints it before it makes a single folder."""
+    if len(configs) <= LARGE_GRID:
+        return None
+    return (
+        f"a grid of {grid_size(configs)}, more than {LARGE_GRID:,}: the sweep makes a run "
+        "folder for each in --out before it starts one; check --seeds and --ratios "
+        "(`--dry-run` counts the runs without making any)"
+    )
+
 
 @dataclass
 class Grid:

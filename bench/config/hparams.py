@@ -45,7 +45,8 @@ NO_TIMING: Any = type("NoTiming", (), {"__repr__": lambda self: "NO_TIMING"})()
 class HParam:
     """One hyperparameter: ``kind`` int | float | bool | str | ints (a list of ints).
 
-    ``low``/``high`` bound numbers (``low_open``: strictly above ``low``); ``choices`` (or
+    ``low``/``high`` bound numbers (``low_open``: strictly above ``low``; a declared float
+    without ``high`` gets :data:`MAX_FLOAT`); ``choices`` (or
     ``choices_of``, called at check time, for registries that grow) limit strings; ``nullable``
     lets ``null`` through. ``late``: declared engine-wide after run ids were first published; at
     its default it is left out of a run's id unless the method's YAML names it (see
@@ -185,6 +186,15 @@ def _optimizers() -> Iterable[str]:
 MAX_EPOCHS = 10_000
 MAX_STEPS = 100_000_000
 MAX_BATCH = 65_536
+#: The most any float hyperparameter may be unless it declares its own ``high``: far beyond any
+#: recipe's rate, weight or temperature (the largest are loss weights of 100), and far short of
+#: float32's 3.4e38, where ``--set lr=1e308`` crashed the optimiser with an overflow instead of
+#: being refused (a huge but finite rate still fails the run by name: ``diverged``).
+MAX_FLOAT = 1e6
+#: The most CPU threads one run or worker may be given: ``--set num_threads``, the local
+#: launcher's ``--threads`` and ``OMP_NUM_THREADS`` (:func:`debias_bench.config.flags.
+#: check_thread_env`) share this bound.
+MAX_THREADS = 1024
 
 
 def hparam(
@@ -249,7 +259,9 @@ class EngineParams:
         None, "training length in steps; overrides epochs", low=1, high=MAX_STEPS
     )
     eval_every: int | None = hparam(None, "evaluate every N steps (null: eval_every_epochs)", low=1)
-    eval_every_epochs: float = hparam(1, "evaluate every N epochs", low=0, low_open=True)
+    eval_every_epochs: float = hparam(
+        1, "evaluate every N epochs", low=0, low_open=True, high=MAX_EPOCHS
+    )
     eval_batch_size: int = hparam(1024, "evaluation batch size", low=1, high=MAX_BATCH)
     train_limit: int | None = hparam(None, "train on a seeded subset of this many samples", low=1)
     eval_limit: int | None = hparam(
@@ -264,7 +276,9 @@ class EngineParams:
     image_size: int | None = hparam(
         None, "resize every split to this side (ResNets only)", low=1, late=True
     )
-    num_threads: int | None = hparam(None, "pin the run's CPU threads", low=1, late=True)
+    num_threads: int | None = hparam(
+        None, "pin the run's CPU threads", low=1, high=MAX_THREADS, late=True
+    )
     amp: str = hparam("none", "mixed precision", choices=("none", "bf16", "auto"), late=True)
     channels_last: str = hparam(
         "auto", "NHWC weights (speed only)", choices=("auto", "true", "false")
@@ -284,7 +298,12 @@ class EngineParams:
     )
     momentum: float = hparam(0.9, "SGD momentum", low=0, high=1, late=True)
     lr_step_epochs: float | None = hparam(
-        None, "StepLR period in epochs (null: constant lr)", low=0, low_open=True, late=True
+        None,
+        "StepLR period in epochs (null: constant lr)",
+        low=0,
+        low_open=True,
+        high=MAX_EPOCHS,
+        late=True,
     )
     lr_gamma: float = hparam(1.0, "StepLR factor per period", low=0, low_open=True, late=True)
 
@@ -346,7 +365,8 @@ def _declare(params: type[EngineParams]) -> tuple[HParam, ...]:
         if name in _RESERVED:
             raise TypeError(f"{params.__name__}.{name}: the name is taken by a params method")
         kind, nullable = _kind(hints[name], f"{params.__name__}.{name}")
-        out.append(dataclasses.replace(partial, name=name, kind=kind, nullable=nullable))
+        high = MAX_FLOAT if kind == "float" and partial.high is None else partial.high
+        out.append(dataclasses.replace(partial, name=name, kind=kind, nullable=nullable, high=high))
     return tuple(out)
 
 

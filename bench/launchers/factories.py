@@ -117,3 +117,28 @@ def register_launcher(
         return cls
 
     return decorator
+
+
+def declared_flags(launcher: type[Launchable]) -> list[argparse.Action]:
+    """The flags ``launcher`` declares (its :meth:`~Launchable.add_arguments`, on a scratch
+    parser: the command line's parser is not at hand where the sweep is built)."""
+    group = argparse.ArgumentParser(add_help=False).add_argument_group()
+    launcher.add_arguments(group)
+    return list(group._group_actions)
+
+
+def foreign_flags(args: argparse.Namespace, chosen: str) -> dict[str, str]:
+    """Flag -> launcher, for each flag given on the command line (not at its default) that
+    another launcher declares and ``chosen`` does not: it would do nothing (``--threads``
+    under ``--launcher inline``), so the sweep refuses it, as the inline launcher refuses
+    ``--timeout``."""
+    own = {action.dest for action in declared_flags(LAUNCHERS.get(chosen))}
+    found: dict[str, str] = {}
+    for entry in LAUNCHERS:
+        if entry.name == chosen:
+            continue
+        for action in declared_flags(entry.obj):
+            given = getattr(args, action.dest, action.default)
+            if action.dest not in own and given != action.default and action.option_strings:
+                found.setdefault(action.option_strings[0], entry.name)
+    return found

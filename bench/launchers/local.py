@@ -16,6 +16,7 @@ import sys
 from dataclasses import dataclass
 
 from debias_bench.config.flags import number
+from debias_bench.config.hparams import MAX_THREADS
 from debias_bench.errors import ConfigError
 from debias_bench.launchers.preflight import check_worker_imports
 from debias_bench.plugins.loading import env_plugins
@@ -69,7 +70,7 @@ class LocalLauncher(Launchable):
         )
         group.add_argument(
             "--threads",
-            type=number("int", 1, MAX_WORKERS),
+            type=number("int", 1, MAX_THREADS),
             help="local: CPU threads per worker (default: OMP_NUM_THREADS when set, else the "
             "cores this process may use shared among the workers)",
         )
