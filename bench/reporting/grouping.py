@@ -63,10 +63,6 @@ def fingerprint(config: dict[str, Any], result: dict[str, Any] | None) -> str | 
     return None if value is None else str(value)
 
 
-def key_of(flat: dict[str, Any]) -> str:
-    return json.dumps(flat, sort_keys=True, default=str)
-
-
 # ------------------------------------------------------------------------------- --where
 def parse_where(items: Iterable[str]) -> dict[str, str]:
     """``["lr=0.001", "source=imported"]`` -> ``{"lr": "0.001", ...}``."""

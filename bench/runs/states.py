@@ -229,11 +229,6 @@ class Decision:
     #: when set, the run's owner records it as failed with this reason (it gave up on it)
     record_failure: FailReason | None = None
 
-    @property
-    def action(self) -> str:
-        """``run`` or the state's name (the older interface)."""
-        return "run" if self.run else self.state.value
-
 
 def decide(
     state: RunState,
