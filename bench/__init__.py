@@ -24,6 +24,8 @@ __version__ = "0.1.0"
 #: public name -> the module that defines it
 _API: dict[str, str] = {
     # run, read and report a grid from Python (the session layer; ``bench`` calls the same)
+    "run": "debias_bench.session.run",
+    "RunSummary": "debias_bench.session.run",
     "results": "debias_bench.session.results",
     "report": "debias_bench.session.report",
     "compare": "debias_bench.session.compare",
@@ -79,6 +81,7 @@ _API: dict[str, str] = {
     "Ended": "debias_bench.launchers.scheduler",
     "Launchable": "debias_bench.launchers.factories",
     "LaunchContext": "debias_bench.launchers.factories",
+    "LauncherOption": "debias_bench.launchers.options",
     "register_launcher": "debias_bench.launchers.factories",
     "WorkerProcess": "debias_bench.launchers.process",
     # report tables
@@ -131,10 +134,12 @@ __all__ = [
     "LaunchContext",
     "Launchable",
     "Launcher",
+    "LauncherOption",
     "LogUniform",
     "Method",
     "PresetValues",
     "Row",
+    "RunSummary",
     "SampleMask",
     "SampleWeights",
     "Sampler",
@@ -170,6 +175,7 @@ __all__ = [
     "report",
     "results",
     "rng",
+    "run",
     "sampling_option",
     "seed_stats",
     "status",
@@ -301,6 +307,7 @@ if TYPE_CHECKING:  # what static tools (mypy, the docs) see of the lazy names
         UnknownNameError,
     )
     from debias_bench.launchers.factories import Launchable, LaunchContext, register_launcher
+    from debias_bench.launchers.options import LauncherOption
     from debias_bench.launchers.process import WorkerProcess
     from debias_bench.launchers.scheduler import Ended, Launcher, Task
     from debias_bench.methods.biased import train_model
@@ -322,6 +329,7 @@ if TYPE_CHECKING:  # what static tools (mypy, the docs) see of the lazy names
     from debias_bench.session.compare import compare
     from debias_bench.session.report import report
     from debias_bench.session.results import results
+    from debias_bench.session.run import RunSummary, run
     from debias_bench.session.status import status
     from debias_bench.streams import generator, rng, stream_seed
     from debias_bench.tracking.base import TRACKERS, TrackedRun, Tracker, register_tracker

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
-import re
-import signal
-from collections.abc import Iterator, Sequence
-from typing import Any
+import sys
 
+from debias_bench.config.run_config import parse_overrides
 from debias_bench.errors import ConfigError
+from debias_bench.reporting.format import short_note as short_note  # the commands' notes
+from debias_bench.session.run import GridRequest, RunSummary
 
 
 def floats(text: str) -> list[float]:
@@ -24,31 +23,6 @@ def ints(text: str) -> list[int]:
         return [int(x) for x in text.split(",") if x.strip()]
     except ValueError:
         raise ConfigError(f"bad list of integers {text!r}", hint="e.g. --seeds 0,1,2") from None
-
-
-#: the widest note a table shows (the sweep's summary, ``bench status``): longer ones lose
-#: their last clauses, never part of one (``bench status --out DIR --failed`` has them whole)
-NOTE_WIDTH = 72
-_CLAUSE_END = re.compile(r"(?<=[;:.])\s+")
-
-
-def short_note(note: str, width: int = NOTE_WIDTH) -> str:
-    """The first line of ``note``, shortened to ``width`` at a clause boundary (after ``;``,
-    ``:`` or ``.``); ``...`` marks the clauses left out. A first clause longer than ``width``
-    is shown whole: a note is never cut inside a clause. A first clause that only introduces
-    the next (``stale:``) keeps the next one whole too, so the note still says what it is."""
-    line = note.strip().splitlines()[0] if note.strip() else ""
-    if len(line) <= width:
-        return line
-    clauses = _CLAUSE_END.split(line)
-    if len(clauses) == 1:
-        return line
-    kept, rest = clauses[0], clauses[1:]
-    if kept.endswith(":"):  # a label: what follows is the note
-        kept, rest = f"{kept} {rest[0]}", rest[1:]
-    while rest and len(f"{kept} {rest[0]} ...") <= width:
-        kept, rest = f"{kept} {rest[0]}", rest[1:]
-    return f"{kept.rstrip(';:')} ..." if rest else kept
 
 
 def fmt(value: float | None) -> str:
@@ -77,12 +51,28 @@ def data_args(p: argparse.ArgumentParser) -> None:
     )
 
 
-@contextlib.contextmanager
-def handling(signals: Sequence[int], handler: Any) -> Iterator[None]:
-    """Install ``handler`` for ``signals`` for the block, then restore the previous ones."""
-    previous = {sig: signal.signal(sig, handler) for sig in signals}
-    try:
-        yield
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
+def grid_of(args: argparse.Namespace) -> GridRequest:
+    """The grid the flags ask for (``bench run``, ``bench reproduce run``)."""
+    return GridRequest(
+        methods=args.methods,
+        datasets=args.datasets,
+        ratios=floats(args.ratios) if args.ratios else None,
+        seeds=ints(args.seeds),
+        preset=args.preset,
+        protocol=args.protocol,
+        epochs=args.epochs,
+        overrides=parse_overrides(args.set),
+        data_seed=args.data_seed,
+        data_options=parse_overrides(args.data_option),
+        hparams=args.hparams,
+        ablation=args.ablation,
+    )
+
+
+def printed(summary: RunSummary) -> int:
+    """Print a sweep's summary as ``bench run`` does (the table on stdout, the rest on
+    stderr); its exit code."""
+    print(summary.table())
+    for line in summary.lines():
+        print(line, file=sys.stderr)
+    return summary.exit_code

@@ -91,4 +91,3 @@ def add(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--format", default="text", choices=FORMATS)
     add_interval_options(p, "the interval of each difference")
     p.set_defaults(func=cmd_compare)
-

@@ -95,20 +95,14 @@ def list_trackers() -> str:
     return _table(rows, ["name", "--track", "install"])
 
 
-def launcher_flags(add_arguments: Callable[[argparse._ArgumentGroup], None]) -> list[str]:
-    """The flags a launcher declares (``Launchable.add_arguments``), read from a scratch parser."""
-    group = argparse.ArgumentParser(add_help=False).add_argument_group()
-    add_arguments(group)
-    return [action.option_strings[0] for action in group._group_actions if action.option_strings]
-
-
 def list_launchers() -> str:
+    from .flags import launcher_flags  # imports the launchers' stage
     launchers = _provided("debias_bench.launchers.factories", "LAUNCHERS")
     rows: list[list[object]] = [
         [
             e.name,
             e.display_name,
-            " ".join(launcher_flags(e.obj.add_arguments)),
+            " ".join(flag for flag, _ in launcher_flags(e.obj).values()),
             origin(e.obj.__module__),
         ]
         for e in launchers

@@ -43,9 +43,10 @@ from debias_bench.perf.tracking_cost import RUN, track_overhead
 from debias_bench.plugins.loading import plugins_for
 from debias_bench.registry import DATASETS, METHODS
 from debias_bench.runs.jsonio import write_output
+from debias_bench.session.execute import handling
 from debias_bench.training.devices import resolve_device
 
-from .common import data_args, handling
+from .common import data_args
 
 
 def plan_cells(datasets: list[str], methods: list[str], repeats: int, **common: Any) -> list[Cell]:

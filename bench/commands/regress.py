@@ -31,7 +31,7 @@ from debias_bench.analysis.regression import (
     save_baseline,
     sweep_cells,
 )
-from debias_bench.config.flags import number
+from debias_bench.commands.flags import number
 
 from .common import command_with_verbs, fmt
 

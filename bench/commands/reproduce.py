@@ -18,8 +18,6 @@ import argparse
 import sys
 from pathlib import Path
 
-from debias_bench.commands.execute import execution_args
-from debias_bench.commands.run import cmd_run, config_args
 from debias_bench.errors import ConfigError
 from debias_bench.reporting import ReportOptions
 from debias_bench.reporting.layout import reference_layout
@@ -41,8 +39,10 @@ from debias_bench.reproduction.render import (
 from debias_bench.runs.jsonio import write_output
 from debias_bench.runs.store import RunStore
 from debias_bench.session.report import ReportRequest, report_text
+from debias_bench.session.run import run_grid
 
-from .common import command_with_verbs
+from .common import command_with_verbs, grid_of, printed
+from .flags import config_args, execution_args, execution_of
 
 DEFAULT_EXPLANATIONS = Path("results/reproduction/explanations.yaml")
 
@@ -171,7 +171,8 @@ def cmd_run_grid(args: argparse.Namespace) -> int:
     for dataset in datasets:
         print(f"== {dataset}: {methods}, seeds {args.seeds}", file=sys.stderr)
         one = argparse.Namespace(**{**vars(args), "methods": methods, "datasets": dataset})
-        code = cmd_run(one)
+        done = run_grid(grid_of(one), execution_of(one), Path(args.out), dry_run=args.dry_run)
+        code = 0 if args.dry_run else printed(done)
         status = max(status, code)
         if args.dry_run:
             continue

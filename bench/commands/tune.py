@@ -35,7 +35,7 @@ from debias_bench.analysis.tuning import (
     valid_score,
     write_tuned,
 )
-from debias_bench.config.flags import MAX_SEED, number
+from debias_bench.config.bounds import MAX_SEED
 from debias_bench.config.grid import Grid, expand
 from debias_bench.config.run_config import RunConfig, parse_overrides
 from debias_bench.errors import ConfigError, CorruptDataError
@@ -44,10 +44,10 @@ from debias_bench.launchers.run_one import Outcome
 from debias_bench.registry import DATASETS, METHODS
 from debias_bench.runs.states import SUCCESS, RunState
 from debias_bench.runs.store import RunStore
+from debias_bench.session.execute import execute
 
 from .common import floats, fmt, ints
-from .execute import execute, execution_args
-from .run import config_args
+from .flags import config_args, execution_args, execution_of, number
 
 #: the most trials per cell a command line may ask for (a typo beyond)
 MAX_TRIALS = 10_000
@@ -295,7 +295,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         f"search: {len(cells)} cell(s) x {args.trials} trial(s) x {len(tune_seeds)} seed(s)",
         file=sys.stderr,
     )
-    sweep, signum = execute(args, trial_configs, store)
+    sweep, signum = execute(execution_of(args), trial_configs, store, args.preset, args.protocol)
     code = _stopped(sweep, signum, "trials")
     if code is not None:
         return code
@@ -317,7 +317,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     print(f"wrote {path} ({len(chosen)} cell(s))", file=sys.stderr)
     if finals:
         print(f"reruns of the winners on seeds {args.seeds}", file=sys.stderr)
-        sweep, signum = execute(args, finals, store)
+        sweep, signum = execute(execution_of(args), finals, store, args.preset, args.protocol)
         code = _stopped(sweep, signum, "reruns")
         if code is not None:
             return code

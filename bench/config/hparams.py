@@ -121,7 +121,7 @@ class HParam:
 def in_range(number: float, low: float | None, high: float | None, low_open: bool = False) -> bool:
     """Whether ``number`` is finite and within the bounds (``low_open``: strictly above
     ``low``): the one range rule of hyperparameters and of the CLI's numeric flags
-    (``debias_bench.config.flags.number``)."""
+    (``debias_bench.commands.flags.number``)."""
     if not math.isfinite(number):
         return False
     if low is not None and (number <= low if low_open else number < low):
@@ -192,7 +192,7 @@ MAX_BATCH = 65_536
 #: being refused (a huge but finite rate still fails the run by name: ``diverged``).
 MAX_FLOAT = 1e6
 #: The most CPU threads one run or worker may be given: ``--set num_threads``, the local
-#: launcher's ``--threads`` and ``OMP_NUM_THREADS`` (:func:`debias_bench.config.flags.
+#: launcher's ``--threads`` and ``OMP_NUM_THREADS`` (:func:`debias_bench.config.bounds.
 #: check_thread_env`) share this bound.
 MAX_THREADS = 1024
 

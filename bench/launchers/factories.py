@@ -1,24 +1,22 @@
 """The launchers `bench run --launcher NAME` can pick, registered like methods and datasets.
 
-A launcher the command line can build is a :class:`Launchable`: a :class:`Launcher` that
-declares its own flags (:meth:`Launchable.add_arguments`, shown under its name in
-``bench run --help``) and builds itself from the parsed command line and a
-:class:`LaunchContext` (:meth:`Launchable.from_args`). :func:`register_launcher` puts it in
-:data:`LAUNCHERS` with the metadata the sweep needs (``where``: the phrase the start line
-prints; ``catches_sigint``: the stop signals (Ctrl-C, SIGTERM, SIGHUP) go to the running run
-itself, not to the sweep;
-``kill_on_second_signal``: a second SIGTERM/SIGINT kills its runs at once). A plugin module
-named in ``BENCH_PLUGINS`` registers one the same way; a new launcher is one more class, not
-another branch in the CLI.
+A launcher a sweep can build is a :class:`Launchable`: a :class:`Launcher` that declares its
+own options as data (:attr:`Launchable.options`: ``bench run --help`` shows them as flags under
+its name, ``debias_bench.run`` takes them as keywords) and builds itself from their values and a
+:class:`LaunchContext` (:meth:`Launchable.from_options`; :func:`build_launcher`).
+:func:`register_launcher` puts it in :data:`LAUNCHERS` with the metadata the sweep needs
+(``where``: the phrase the start line prints; ``catches_sigint``: the stop signals (Ctrl-C,
+SIGTERM, SIGHUP) go to the running run itself, not to the sweep; ``kill_on_second_signal``: a
+second SIGTERM/SIGINT kills its runs at once). A plugin module named in ``BENCH_PLUGINS``
+registers one the same way; a new launcher is one more class, not another branch in the CLI.
 """
 
 from __future__ import annotations
 
-import argparse
-from abc import abstractmethod
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from debias_bench.launchers.run_one import MAX_ATTEMPTS
 from debias_bench.paths import DataPlace
@@ -28,6 +26,7 @@ from debias_bench.runs.store import RunStore
 from debias_bench.tracking import TrackSpec
 
 from .job import WorkerJob
+from .options import LauncherOption, LauncherOptions, launcher_options
 from .scheduler import Launcher, Task
 
 
@@ -63,19 +62,43 @@ class LaunchContext:
 
 
 class Launchable(Launcher):
-    """A launcher that ``bench run --launcher NAME`` builds from its command line."""
+    """A launcher that ``bench run --launcher NAME`` and ``debias_bench.run(launcher=NAME)``
+    build: it declares its own options as data (:attr:`options`; the command line makes each
+    a flag, Python passes them as keywords) and builds itself from their values
+    (:meth:`from_options`)."""
+
+    #: its own options (``--workers`` of the local launcher); none by default
+    options: ClassVar[tuple[LauncherOption, ...]] = ()
 
     @classmethod
-    def add_arguments(cls, group: argparse._ArgumentGroup) -> None:
-        """Declare this launcher's own flags in ``group`` (its section of ``--help``; the flag
-        names are shared with every other command-line flag of ``bench run``). None by
-        default."""
+    def from_options(cls, options: LauncherOptions, ctx: LaunchContext) -> Launcher:
+        """The launcher for these option values (every declared option, checked, at its
+        default when not given): check what the declarations cannot (a
+        :class:`~debias_bench.errors.ConfigError` names the problem and the fix) and build.
 
-    @classmethod
-    @abstractmethod
-    def from_args(cls, args: argparse.Namespace, ctx: LaunchContext) -> Launcher:
-        """The launcher for the parsed command line: check its flags (a
-        :class:`~debias_bench.errors.ConfigError` names the problem and the fix) and build."""
+        A launcher written before options were declared (``add_arguments`` and
+        ``from_args``) is built by its ``from_args`` with the same values, with a
+        DeprecationWarning."""
+        legacy = getattr(cls, "from_args", None)
+        if legacy is None:
+            raise NotImplementedError(f"{cls.__name__} defines no from_options")
+        warnings.warn(
+            f"launcher {cls.__name__}: add_arguments/from_args are deprecated; declare "
+            "`options = (LauncherOption(...), ...)` and define `from_options(cls, options, "
+            "ctx)` (docs/extending/launcher.md); they go in the next release",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return legacy(options, ctx)  # type: ignore[no-any-return]
+
+
+def build_launcher(name: str, given: Mapping[str, Any], ctx: LaunchContext) -> Launcher:
+    """The launcher registered as ``name``, built from the option values ``given`` (checked
+    against its declarations; a launcher of the older interface takes them as they are)."""
+    cls = LAUNCHERS.get(name)
+    if cls.options or not hasattr(cls, "from_args"):
+        return cls.from_options(launcher_options(name, cls.options, given), ctx)
+    return cls.from_options(LauncherOptions(**given), ctx)
 
 
 LAUNCHERS: Registry[type[Launchable]] = Registry("launcher", "debias_bench.launchers.builtin")
@@ -117,28 +140,3 @@ def register_launcher(
         return cls
 
     return decorator
-
-
-def declared_flags(launcher: type[Launchable]) -> list[argparse.Action]:
-    """The flags ``launcher`` declares (its :meth:`~Launchable.add_arguments`, on a scratch
-    parser: the command line's parser is not at hand where the sweep is built)."""
-    group = argparse.ArgumentParser(add_help=False).add_argument_group()
-    launcher.add_arguments(group)
-    return list(group._group_actions)
-
-
-def foreign_flags(args: argparse.Namespace, chosen: str) -> dict[str, str]:
-    """Flag -> launcher, for each flag given on the command line (not at its default) that
-    another launcher declares and ``chosen`` does not: it would do nothing (``--threads``
-    under ``--launcher inline``), so the sweep refuses it, as the inline launcher refuses
-    ``--timeout``."""
-    own = {action.dest for action in declared_flags(LAUNCHERS.get(chosen))}
-    found: dict[str, str] = {}
-    for entry in LAUNCHERS:
-        if entry.name == chosen:
-            continue
-        for action in declared_flags(entry.obj):
-            given = getattr(args, action.dest, action.default)
-            if action.dest not in own and given != action.default and action.option_strings:
-                found.setdefault(action.option_strings[0], entry.name)
-    return found

@@ -20,7 +20,6 @@ A ``kill -9`` of the process leaves the run ``dead``; a plain rerun resumes it.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import os
 import signal
@@ -35,6 +34,7 @@ from debias_bench.runs.states import RunState
 from debias_bench.training.devices import resolve_device
 
 from .factories import Launchable, LaunchContext, register_launcher
+from .options import LauncherOptions
 from .scheduler import Ended, Launcher, Task, signal_label
 from .slots import Slot, crowding_now
 
@@ -82,7 +82,7 @@ class InlineLauncher(Launchable):
         self._stopped = threading.Event()  # set when the sweep no longer runs a run's code
 
     @classmethod
-    def from_args(cls, args: argparse.Namespace, ctx: LaunchContext) -> Launcher:
+    def from_options(cls, options: LauncherOptions, ctx: LaunchContext) -> Launcher:
         if ctx.timeout_s:
             raise ConfigError("--timeout needs --launcher local or slurm (a run in a process)")
         return cls(ctx, resolve_device(ctx.device))

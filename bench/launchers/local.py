@@ -10,12 +10,10 @@ Workers are warm (forked from a server that has imported torch and the plugins o
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from dataclasses import dataclass
 
-from debias_bench.config.flags import number
 from debias_bench.config.hparams import MAX_THREADS
 from debias_bench.errors import ConfigError
 from debias_bench.launchers.preflight import check_worker_imports
@@ -26,6 +24,7 @@ from debias_bench.training.devices import resolve_device
 from . import forkserver
 from .factories import Launchable, LaunchContext, register_launcher
 from .job import WorkerJob
+from .options import LauncherOption, LauncherOptions
 from .process import WorkerProcess
 from .scheduler import Ended, Launcher, Task
 from .slots import Slot, SlotPool, crowding_now, plan_slots, user_threads, visible_gpus
@@ -55,31 +54,34 @@ class LocalLauncher(Launchable):
         if self.warm:  # the server imports while the sweep plans its runs
             forkserver.warm_context(env_plugins())
 
-    @classmethod
-    def add_arguments(cls, group: argparse._ArgumentGroup) -> None:
-        group.add_argument(
-            "--workers",
-            type=number("int", 1, MAX_WORKERS),
-            help="local: worker processes (default: every GPU slot, or 1 on CPU)",
-        )
-        group.add_argument(
-            "--jobs-per-gpu",
-            type=number("int", 1, MAX_WORKERS),
-            default=1,
-            help="local: runs sharing one GPU (default 1)",
-        )
-        group.add_argument(
-            "--threads",
-            type=number("int", 1, MAX_THREADS),
-            help="local: CPU threads per worker (default: OMP_NUM_THREADS when set, else the "
+    options = (
+        LauncherOption(
+            "workers",
+            "int",
+            "local: worker processes (default: every GPU slot, or 1 on CPU)",
+            low=1,
+            high=MAX_WORKERS,
+        ),
+        LauncherOption(
+            "jobs_per_gpu", "int", "local: runs sharing one GPU (default 1)", 1, 1, MAX_WORKERS
+        ),
+        LauncherOption(
+            "threads",
+            "int",
+            "local: CPU threads per worker (default: OMP_NUM_THREADS when set, else the "
             "cores this process may use shared among the workers)",
-        )
+            low=1,
+            high=MAX_THREADS,
+        ),
+    )
 
     @classmethod
-    def from_args(cls, args: argparse.Namespace, ctx: LaunchContext) -> Launcher:
+    def from_options(cls, options: LauncherOptions, ctx: LaunchContext) -> Launcher:
 
         check_worker_imports(cls.name)  # torchvision, once here rather than in every worker
-        return cls(ctx, local_slots(ctx.device, args.workers, args.jobs_per_gpu, args.threads))
+        return cls(
+            ctx, local_slots(ctx.device, options.workers, options.jobs_per_gpu, options.threads)
+        )
 
     def free(self) -> int:
         return self.pool.free()

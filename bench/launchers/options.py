@@ -23,6 +23,9 @@ from debias_bench.errors import ConfigError
 
 Kind = Literal["int", "float", "str", "bool"]
 
+#: a launcher's option values, by name (``options.workers``): what its ``from_options`` gets
+LauncherOptions = SimpleNamespace
+
 
 @dataclass(frozen=True)
 class LauncherOption:
@@ -71,7 +74,7 @@ class LauncherOption:
 
 def launcher_options(
     launcher: str, declared: Iterable[LauncherOption], given: Mapping[str, Any]
-) -> SimpleNamespace:
+) -> LauncherOptions:
     """Every declared option of ``launcher`` with its value: ``given`` (keywords, or the parsed
     flags) checked, the rest at their defaults. A name the launcher does not declare is an
     error naming the ones it does."""

@@ -28,7 +28,6 @@ compute nodes share, as the store must.
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import os
 import stat
@@ -37,7 +36,6 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from debias_bench.config.flags import number
 from debias_bench.errors import ConfigError, FailReason
 from debias_bench.plugins.loading import import_plugins
 from debias_bench.runs.provenance import config_json
@@ -45,6 +43,7 @@ from debias_bench.runs.states import RunState
 
 from .factories import Launchable, LaunchContext, register_launcher
 from .job import WorkerJob
+from .options import LauncherOption, LauncherOptions
 from .process import WorkerProcess
 from .scheduler import Ended, Launcher, Task
 from .slots import THREAD_VARS
@@ -168,41 +167,46 @@ class SlurmLauncher(Launchable):
         self.states: dict[str, str] = {}  # job id -> SLURM state, from the latest squeue
         self.last_poll = 0.0
 
-    @classmethod
-    def add_arguments(cls, group: argparse._ArgumentGroup) -> None:
-        group.description = "defaults for every run; per dataset: --resources"
-        group.add_argument("--partition")
-        group.add_argument(
-            "--time", help="time limit per run: minutes or [D-]HH:MM:SS (default 60)"
-        )
-        group.add_argument("--gpus-per-run", type=number("int", 0, 64))
-        group.add_argument("--cpus-per-run", type=number("int", 1, 1024))
-        group.add_argument("--mem-per-run", help="e.g. 16G")
-        group.add_argument(
-            "--resources", help="YAML with default: and datasets: {name: {time, gpus, ...}}"
-        )
-        group.add_argument(
-            "--array-parallelism",
-            type=number("int", 1, MAX_ARRAY_PARALLELISM),
-            default=64,
-            help="runs of one array at once",
-        )
+    #: defaults for every run; per dataset: ``resources``
+    options = (
+        LauncherOption("partition", "str", "slurm: the partition of every run"),
+        LauncherOption(
+            "time", "str", "slurm: time limit per run: minutes or [D-]HH:MM:SS (default 60)"
+        ),
+        LauncherOption("gpus_per_run", "int", "slurm: GPUs per run", low=0, high=64),
+        LauncherOption("cpus_per_run", "int", "slurm: CPUs per run", low=1, high=1024),
+        LauncherOption("mem_per_run", "str", "slurm: memory per run, e.g. 16G"),
+        LauncherOption(
+            "resources",
+            "str",
+            "slurm: YAML with default: and datasets: {name: {time, gpus, ...}}",
+            metavar="YAML",
+        ),
+        LauncherOption(
+            "array_parallelism",
+            "int",
+            "slurm: runs of one array at once (default 64)",
+            64,
+            1,
+            MAX_ARRAY_PARALLELISM,
+        ),
+    )
 
     @classmethod
-    def from_args(cls, args: argparse.Namespace, ctx: LaunchContext) -> Launcher:
+    def from_options(cls, options: LauncherOptions, ctx: LaunchContext) -> Launcher:
         flags = {
-            "partition": args.partition,
-            "time": args.time,
-            "gpus": args.gpus_per_run,
-            "cpus": args.cpus_per_run,
-            "mem": args.mem_per_run,
+            "partition": options.partition,
+            "time": options.time,
+            "gpus": options.gpus_per_run,
+            "cpus": options.cpus_per_run,
+            "mem": options.mem_per_run,
         }
         given = {key: value for key, value in flags.items() if value is not None}
-        resources = load_resources(args.resources, given)
+        resources = load_resources(options.resources, given)
         why = slurm_available()
         if why:
             raise ConfigError(f"--launcher slurm: {why}", hint="scripts/slurm_local_cluster.sh")
-        return cls(ctx, resources, array_parallelism=args.array_parallelism)
+        return cls(ctx, resources, array_parallelism=options.array_parallelism)
 
     def free(self) -> int:
         return 1 << 30  # SLURM queues; the array's %N caps how many run at once

@@ -17,7 +17,6 @@ module is imported to register the dataset families, without torch).
 
 from __future__ import annotations
 
-import argparse
 import tempfile
 import time
 from pathlib import Path
@@ -93,32 +92,34 @@ def time_per_file(loader: DataLoader, batches: int) -> float:
     return seen / (time.perf_counter() - start)
 
 
-def run(family: DatasetFamily, ratio: float, args: argparse.Namespace) -> dict[str, float]:
+def run(
+    family: DatasetFamily, ratio: float, batch_size: int, batches: int, workers: int
+) -> dict[str, float]:
+    """Samples per second of our loading path against per-file PIL images read by a
+    DataLoader with ``workers`` worker processes (and none), over ``batches`` batches."""
     splits = family.load(ratio)
     train = splits.train
-    n = min(len(train), args.batch_size * (args.batches + 1))
+    n = min(len(train), batch_size * (batches + 1))
     rows = torch.randperm(len(train), generator=torch.Generator().manual_seed(0))[:n]
     memmapped = not isinstance(train.images, torch.Tensor)
     print(
         f"{family.spec.name} {ratio:g}%: {len(train)} training images "
         f"{tuple(train.images.shape[1:])} ({'memory-mapped' if memmapped else 'in memory'}); "
-        f"batch {args.batch_size}, {args.batches} batches per path"
+        f"batch {batch_size}, {batches} batches per path"
     )
-    ours = time_ours(family, train, args.batch_size, args.batches)
+    ours = time_ours(family, train, batch_size, batches)
     results = {"ours": ours}
     with tempfile.TemporaryDirectory(prefix="bench-files-") as tmp:
         images = take(train.images, rows.sort().values).numpy()
         files = write_files(images, train.labels[rows.sort().values].numpy(), Path(tmp))
         dataset = PerFileDataset(files, [0] * len(files), family.spec)
-        for workers in sorted({args.workers, 0}, reverse=True):
-            loader = DataLoader(
-                dataset, batch_size=args.batch_size, shuffle=True, num_workers=workers
-            )
-            results[f"per_file_{workers}"] = time_per_file(loader, args.batches)
+        for n in sorted({workers, 0}, reverse=True):
+            loader = DataLoader(dataset, batch_size=batch_size, shuffle=True, num_workers=n)
+            results[f"per_file_{n}"] = time_per_file(loader, batches)
     kind = "memmap" if memmapped else "tensor"
     print(f"  ours (uint8 {kind} + batch augmentation, 1 process): {ours:10.0f} samples/s")
-    for workers in sorted({args.workers, 0}, reverse=True):
-        speed = results[f"per_file_{workers}"]
-        label = f"per-file PIL + DataLoader ({workers} workers)"
+    for n in sorted({workers, 0}, reverse=True):
+        speed = results[f"per_file_{n}"]
+        label = f"per-file PIL + DataLoader ({n} workers)"
         print(f"  {label:<48} {speed:10.0f} samples/s   ours: {ours / speed:.1f}x")
     return results

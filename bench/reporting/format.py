@@ -113,3 +113,28 @@ def markdown_text(text: str, in_table: bool = False) -> str:
             part = part.replace("|", "\\|")
         parts.append(part)
     return "".join(parts)
+
+
+#: the widest note a table shows (the sweep's summary, ``bench status``): longer ones lose
+#: their last clauses, never part of one (``bench status --out DIR --failed`` has them whole)
+NOTE_WIDTH = 72
+_CLAUSE_END = re.compile(r"(?<=[;:.])\s+")
+
+
+def short_note(note: str, width: int = NOTE_WIDTH) -> str:
+    """The first line of ``note``, shortened to ``width`` at a clause boundary (after ``;``,
+    ``:`` or ``.``); ``...`` marks the clauses left out. A first clause longer than ``width``
+    is shown whole: a note is never cut inside a clause. A first clause that only introduces
+    the next (``stale:``) keeps the next one whole too, so the note still says what it is."""
+    line = note.strip().splitlines()[0] if note.strip() else ""
+    if len(line) <= width:
+        return line
+    clauses = _CLAUSE_END.split(line)
+    if len(clauses) == 1:
+        return line
+    kept, rest = clauses[0], clauses[1:]
+    if kept.endswith(":"):  # a label: what follows is the note
+        kept, rest = f"{kept} {rest[0]}", rest[1:]
+    while rest and len(f"{kept} {rest[0]} ...") <= width:
+        kept, rest = f"{kept} {rest[0]}", rest[1:]
+    return f"{kept.rstrip(';:')} ..." if rest else kept

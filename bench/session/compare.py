@@ -30,6 +30,7 @@ from debias_bench.reporting.foreign import ForeignRuns, foreign_runs
 from debias_bench.reporting.grouping import apply_where, parse_where
 from debias_bench.reporting.layout import method_name
 from debias_bench.reporting.paper import DEFAULT_PAPER, PaperNumbers
+from debias_bench.reporting.render_latex import escape
 from debias_bench.reporting.runs import checked_blocks, finished, run_table
 from debias_bench.reporting.significance import (
     MAX_SEEDS,
@@ -47,6 +48,7 @@ from debias_bench.reporting.stats import samples_by
 from debias_bench.reproduction.export import read_csv
 from debias_bench.runs.states import RunState
 from debias_bench.runs.store import check_store
+from debias_bench.session.report import interval_spec
 
 KEYS = ["dataset", "ratio", "method"]
 FORMATS = ("text", "markdown", "csv", "latex")
@@ -369,8 +371,6 @@ def compare_text(request: CompareRequest, fmt: str = "text") -> str:
 def latex_table(caption: str, frame: pd.DataFrame) -> str:
     """A booktabs table of the comparison's lines (``\\usepackage{booktabs}``), its caption
     the header of the text format; to ``\\input`` into a paper."""
-    from debias_bench.reporting.render_latex import escape
-
     spec = "l" * 3 + "r" * (len(frame.columns) - 3)
     lines = [
         r"\begin{table}[t]",
@@ -448,8 +448,6 @@ def compare(
     unrounded (the columns of ``--format csv``). ``store``: the run store (or None with
     ``csv``: a reproduction CSV). Raises the :class:`~debias_bench.errors.BenchError` the
     command prints."""
-    from debias_bench.session.report import interval_spec
-
     request = CompareRequest(
         a=a,
         others=(b,) if isinstance(b, str) else tuple(b),

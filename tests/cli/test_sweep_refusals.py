@@ -13,7 +13,8 @@ from support.no_torch import bench_without_torch
 from debias_bench.cli import main
 from debias_bench.config.grid import LARGE_GRID
 from debias_bench.config.hparams import ENGINE_HPARAMS, MAX_FLOAT, MAX_THREADS, declarations
-from debias_bench.launchers.factories import LAUNCHERS, declared_flags
+from debias_bench.errors import ConfigError
+from debias_bench.launchers.factories import LAUNCHERS
 from debias_bench.registry import METHODS
 from debias_bench.training.devices import INSTALL_TORCH
 
@@ -83,12 +84,10 @@ def test_every_declared_float_has_a_finite_maximum():
 
 # ---------------------------------------------------------------- one bound on threads
 def test_the_thread_bound_has_one_home():
-    (threads,) = [
-        a for a in declared_flags(LAUNCHERS.get("local")) if "--threads" in a.option_strings
-    ]
-    assert threads.type(str(MAX_THREADS)) == MAX_THREADS
-    with pytest.raises(Exception, match=f"<= {MAX_THREADS}"):
-        threads.type(str(MAX_THREADS + 1))
+    (threads,) = [o for o in LAUNCHERS.get("local").options if o.name == "threads"]
+    assert threads.parse(str(MAX_THREADS), "local") == MAX_THREADS
+    with pytest.raises(ConfigError, match=f"<= {MAX_THREADS}"):
+        threads.parse(str(MAX_THREADS + 1), "local")
     (num_threads,) = [p for p in ENGINE_HPARAMS if p.name == "num_threads"]
     assert num_threads.high == MAX_THREADS
 

@@ -19,10 +19,12 @@ from typing import Any, ClassVar
 import pytest
 
 from debias_bench.cli import build_parser
+from debias_bench.commands.flags import launcher_values
 from debias_bench.config.run_config import make_config
 from debias_bench.errors import ConfigError
-from debias_bench.launchers import LAUNCHERS, LaunchContext, Task
+from debias_bench.launchers import LaunchContext, Task
 from debias_bench.launchers import slurm as slurm_module
+from debias_bench.launchers.factories import build_launcher
 from debias_bench.paths import DataPlace
 from debias_bench.runs.store import RunStore
 
@@ -64,7 +66,7 @@ def test_the_slurm_flags_become_the_jobs_resources(fake_submitit, tmp_path, toy_
     args = build_parser().parse_args(["run", "--launcher", "slurm", *flags])
     reported: dict[str, str] = {}
     ctx = LaunchContext(RunStore(tmp_path / "runs"), toy_place, on_submitted=reported.update)
-    launcher = LAUNCHERS.get(args.launcher).from_args(args, ctx)
+    launcher = build_launcher(args.launcher, launcher_values(args), ctx)
     configs = [make_config("vanilla", "toy", 20, seed) for seed in (0, 1)]
     launcher.start([Task(c, c.run_id) for c in configs])
 
@@ -85,13 +87,13 @@ def test_without_a_controller_the_slurm_launcher_is_a_config_error(monkeypatch, 
     args = build_parser().parse_args(["run", "--launcher", "slurm"])
     ctx = LaunchContext(RunStore(tmp_path / "runs"), DataPlace(tmp_path, tmp_path))
     with pytest.raises(ConfigError, match="--launcher slurm: sbatch/squeue not found"):
-        LAUNCHERS.get("slurm").from_args(args, ctx)
+        build_launcher("slurm", launcher_values(args), ctx)
 
 
 def _start_one(tmp_path: Path, toy_place: DataPlace) -> tuple[RunStore, _FakeExecutor]:
     args = build_parser().parse_args(["run", "--launcher", "slurm"])
     store = RunStore(tmp_path / "runs")
-    launcher = LAUNCHERS.get(args.launcher).from_args(args, LaunchContext(store, toy_place))
+    launcher = build_launcher(args.launcher, launcher_values(args), LaunchContext(store, toy_place))
     config = make_config("vanilla", "toy", 20, 0)
     launcher.start([Task(config, config.run_id)])
     (executor,) = _FakeExecutor.made

@@ -10,12 +10,13 @@ import io
 
 from support.planted import plant
 
-from debias_bench.commands.run import ran_line, short_note, summary
 from debias_bench.config.run_config import make_config
 from debias_bench.launchers.run_one import Outcome
 from debias_bench.launchers.scheduler import Ended, Launcher, LiveSummary, Task, schedule
+from debias_bench.reporting.format import short_note
 from debias_bench.runs.states import RunState
 from debias_bench.runs.store import RunStore
+from debias_bench.session.run import ran_line, summary
 
 
 class _FailsThenReleases(Launcher):

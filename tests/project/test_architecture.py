@@ -1,7 +1,8 @@
 """The house rules of the code base (issue 37), each a check that fails on a planted breach.
 
 - The stages of ``debias_bench`` import downward only: import-linter's layers contract in
-  pyproject.toml (``scripts/lint_imports.py``), and it fails when an upward import is planted.
+  pyproject.toml (``scripts/lint_imports.py``), and it fails when an upward import is planted;
+  argparse is imported by ``cli`` and ``commands`` only, and no command imports another.
 - No import cycle anywhere in the package (type-checking imports included).
 - First-party imports inside function bodies: at most 12, each for an optional or heavy
   dependency and saying so in a comment on its line.
@@ -35,13 +36,28 @@ def lint(*args: str) -> subprocess.CompletedProcess[str]:
 def test_the_stages_import_downward_only() -> None:
     proc = lint()
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "Contracts: 1 kept, 0 broken." in proc.stdout
+    assert "Contracts: 3 kept, 0 broken." in proc.stdout
 
 
 def test_a_planted_upward_import_breaks_the_contract() -> None:
     proc = lint("--plant", "debias_bench.data.contract=debias_bench.launchers.scheduler")
     assert proc.returncode != 0
     assert "debias_bench.data is not allowed to import debias_bench.launchers" in proc.stdout
+
+
+@pytest.mark.parametrize("stage", ["debias_bench.launchers.local", "debias_bench.session.run"])
+def test_a_planted_argparse_import_below_the_command_layer_breaks_it(stage: str) -> None:
+    """Issue 49: only cli.py and commands/ parse a command line; a launcher declares typed
+    options, the session layer takes typed requests."""
+    proc = lint("--plant", f"{stage}=argparse")
+    assert proc.returncode != 0
+    assert "argparse in the command layer only BROKEN" in proc.stdout
+
+
+def test_a_planted_import_of_one_command_by_another_breaks_it() -> None:
+    proc = lint("--plant", "debias_bench.commands.reproduce=debias_bench.commands.run")
+    assert proc.returncode != 0
+    assert "no command imports another BROKEN" in proc.stdout
 
 
 CYCLES = """
