@@ -145,3 +145,14 @@ def read_json(path: Path, strict: bool = False) -> Any:
         raise CorruptDataError(f"{path} is not valid JSON ({exc})") from exc
     except OSError as exc:
         raise CorruptDataError(f"cannot read {path} ({exc})") from exc
+
+
+def remove_temp_files(folder: Path) -> list[Path]:
+    """Delete the temporary files (``.<name>.tmp``) that writes of a dead or failed process
+    left in ``folder``; returns them."""
+    removed = []
+    for tmp in folder.glob(".*.tmp"):
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+            removed.append(tmp)
+    return removed

@@ -35,3 +35,17 @@ def open_own(path: Path | str, flags: int, mode: int = 0o666) -> int:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(path)  # a link: the link itself is removed, never its target
     raise AssertionError("unreachable")
+
+
+def read_tail(path: Path, offset: int = 0, max_chars: int = 2000) -> str:
+    """The end of the text file ``path`` from byte ``offset`` on, at most ``max_chars``
+    characters; "" when it cannot be read, and nothing from a link put in its place (a log's
+    tail is recorded in ``status.json``, which others may read)."""
+    try:
+        with open(os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC), "rb") as handle:
+            size = handle.seek(0, os.SEEK_END)
+            handle.seek(max(offset, size - max_chars * 4))
+            text = handle.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+    return text[-max_chars:]

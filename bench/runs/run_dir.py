@@ -24,9 +24,9 @@ from debias_bench.runs.files import (
     parse_metrics_line,
     read_checkpoint,
 )
-from debias_bench.runs.jsonio import read_json, write_atomic, write_json, writing
+from debias_bench.runs.jsonio import read_json, remove_temp_files, write_atomic, write_json, writing
 from debias_bench.runs.lock import hold_lock, lock_held, pid_alive
-from debias_bench.runs.nofollow import open_own
+from debias_bench.runs.nofollow import open_own, read_tail
 from debias_bench.runs.provenance import code_hash
 from debias_bench.runs.states import (
     Facts,
@@ -392,25 +392,12 @@ class RunDir:
     def remove_temp_files(self) -> list[Path]:
         """Delete the temporary files that writes of a dead or failed process left behind
         (call it only while holding the run's lock); returns them."""
-        removed = []
-        for tmp in self.path.glob(".*.tmp"):
-            with contextlib.suppress(OSError):
-                tmp.unlink()
-                removed.append(tmp)
-        return removed
+        return remove_temp_files(self.path)
 
     def log_tail(self, offset: int = 0, max_chars: int = 2000, path: Path | None = None) -> str:
-        """The end of ``stderr.log`` (or ``path``) from byte ``offset`` on; nothing from a link
-        put in its place (the tail is recorded in ``status.json``, which others may read)."""
-        path = path or self.stderr_path
-        try:
-            with open(os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC), "rb") as handle:
-                size = handle.seek(0, os.SEEK_END)
-                handle.seek(max(offset, size - max_chars * 4))
-                text = handle.read().decode("utf-8", errors="replace")
-        except OSError:
-            return ""
-        return text[-max_chars:]
+        """The end of ``stderr.log`` (or ``path``) from byte ``offset`` on
+        (:func:`~debias_bench.runs.nofollow.read_tail`: never through a link)."""
+        return read_tail(path or self.stderr_path, offset, max_chars)
 
     # ---------------------------------------------------------------- metrics
     def tracking(self) -> dict[str, Any]:
