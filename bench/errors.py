@@ -4,8 +4,12 @@ states themselves live in :mod:`debias_bench.runs.states`."""
 
 from __future__ import annotations
 
+import errno
 from enum import Enum
 from typing import Any
+
+#: the errnos of a full disk or an exhausted quota
+DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 
 
 class BenchError(Exception):
@@ -70,6 +74,21 @@ class RunFailure(BenchError):
         super().__init__(message, hint)
         self.reason = FailReason(reason)
         self.fields = fields
+
+
+def is_disk_full(exc: BaseException | None) -> bool:
+    """Whether ``exc``, or an exception it was raised from or during, says the disk is full:
+    ENOSPC / EDQUOT, or NumPy's errno-less ``OSError: Not enough free space to write N bytes``
+    (``ndarray.tofile``, what ``np.save`` calls)."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, OSError) and (
+            exc.errno in DISK_FULL_ERRNOS or str(exc).startswith("Not enough free space")
+        ):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
 
 
 class Interrupted(Exception):

@@ -40,6 +40,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
+from debias_bench.data.extraction import extract_archive
 from debias_bench.data.family import PresetValues
 from debias_bench.data.options import DataOption
 from debias_bench.data.split_store import ratio_dirname
@@ -58,7 +59,7 @@ from .cached import (
     source_option,
 )
 from .folder_layout import Record, image_files, read_records, require_dir, scan_class_folders
-from .images import extract_tar, fixture_jpeg, write_tar
+from .images import fixture_jpeg, write_tar
 
 TAR = "bar.tar"
 PREFIXES = ("climbing", "diving", "fishing", "pole vaulting", "racing", "throwing")
@@ -123,7 +124,7 @@ class BAR(CachedImageFamily):
     # ------------------------------------------------------------------ release tar
     def release_records(self) -> tuple[list[Record], list[Record]]:
         """(aligned release-train images, conflicting release-test images), bias synthetic."""
-        root = extract_tar(self.find_source(), self.data_root / "extracted" / self.spec.name)
+        root = extract_archive(self.find_source(), self.data_root / "extracted" / self.spec.name)
         out = []
         for part in ("train", "test"):
             folder = require_dir(root / part, f"{self.find_source()}: {part}/")

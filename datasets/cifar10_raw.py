@@ -206,8 +206,12 @@ def load_cifar10(raw_root: Path, cache: Path, limit: int | None = None) -> dict[
         buffer = io.BytesIO()
         np.save(buffer, value)
         tmp = cache / f"{key}.npy.part"
-        tmp.write_bytes(buffer.getvalue())
-        tmp.replace(cache / f"{key}.npy")
+        try:
+            tmp.write_bytes(buffer.getvalue())
+            tmp.replace(cache / f"{key}.npy")
+        except BaseException:  # a full disk: no part file left behind
+            tmp.unlink(missing_ok=True)
+            raise
     return arrays
 
 

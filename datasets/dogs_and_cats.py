@@ -31,6 +31,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
+from debias_bench.data.extraction import extract_archive
 from debias_bench.data.family import PresetValues
 from debias_bench.data.options import DataOption
 from debias_bench.data.split_store import ratio_dirname
@@ -55,7 +56,7 @@ from .folder_layout import (
     scan_class_folders,
     scan_flat_or_nested,
 )
-from .images import extract_tar, fixture_jpeg, write_tar
+from .images import fixture_jpeg, write_tar
 
 TAR = "dogs-and-cats-128.tar"
 CLASSES = ("cat", "dog")
@@ -119,7 +120,7 @@ class DogsAndCats(CachedImageFamily):
     # ------------------------------------------------------------------ release tar
     def release_records(self) -> list[Record]:
         """Every listed image with its label and colour, in list order."""
-        root = extract_tar(self.find_source(), self.data_root / "extracted" / self.spec.name)
+        root = extract_archive(self.find_source(), self.data_root / "extracted" / self.spec.name)
         recs = []
         for bias, listing in ((BRIGHT, "list_bright.txt"), (DARK, "list_dark.txt")):
             path = root / listing

@@ -4,7 +4,11 @@ loading benchmark."""
 from __future__ import annotations
 
 import argparse
+import contextlib
+import re
+import shutil
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -19,7 +23,7 @@ from debias_bench.data.options import data_options_by_dataset
 from debias_bench.data.split_store import describe_dataset
 from debias_bench.datasets import lff_npy
 from debias_bench.datasets.lff_npy import ImportableFamily, exports_lff
-from debias_bench.errors import BenchError, ConfigError, CorruptDataError
+from debias_bench.errors import BenchError, ConfigError, CorruptDataError, is_disk_full
 from debias_bench.registry import DATASETS
 
 from .common import command_with_verbs, data_args, floats
@@ -39,6 +43,37 @@ def _family(name: str, args: argparse.Namespace, raw_root: Path | None = None) -
     return family
 
 
+_FREE_SPACE = re.compile(r"Not enough free space to write (\d+) bytes")
+
+
+@contextlib.contextmanager
+def disk_full_named(name: str, data_root: Path) -> Iterator[None]:
+    """A full disk while ``name`` is prepared (ENOSPC, EDQUOT, or NumPy's errno-less "Not
+    enough free space") as one :class:`BenchError`: what was being prepared, where, the free
+    space there and, when the error says it, the size of the write that did not fit. The
+    build removes its own half-written folder (``DatasetFamily.build_into``)."""
+    try:
+        yield
+    except Exception as exc:
+        if not is_disk_full(exc):
+            raise
+        usage = shutil.disk_usage(data_root) if data_root.exists() else None
+        needed = _FREE_SPACE.search(str(exc))
+        raise BenchError(
+            f"disk full while preparing {name} in {data_root}"
+            + (
+                f" ({usage.free / 2**20:,.1f} of {usage.total / 2**20:,.1f} MiB free once the "
+                "partial build was removed)"
+                if usage is not None
+                else ""
+            )
+            + (f": a write of {int(needed[1]) / 2**20:,.1f} MiB did not fit" if needed else "")
+            + (f" ({exc.filename})" if isinstance(exc, OSError) and exc.filename else ""),
+            hint="free space there, or prepare it on another disk (--data-root / "
+            "$BENCH_DATA_ROOT); nothing half-built was kept",
+        ) from None
+
+
 def cmd_data(args: argparse.Namespace) -> int:
     names = DATASETS.resolve(args.name)
     failed = []
@@ -46,7 +81,8 @@ def cmd_data(args: argparse.Namespace) -> int:
         try:
             family = _family(name, args)
             ratios = floats(args.ratios) if args.ratios else None
-            with build_lock(family):  # --force only where asked: plugins may not take it
+            # --force only where asked: plugins may not take it
+            with build_lock(family), disk_full_named(name, family.data_root):
                 folder = (
                     family.prepare(ratios, force=True) if args.force else family.prepare(ratios)
                 )
@@ -217,7 +253,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from debias_bench.perf.loading import run as measure_loading  # torch: prepare needs none
 
     family = _family(args.name, args)
-    measure_loading(family, float(args.ratio) if args.ratio else family.spec.ratios[-1], args)
+    ratio = float(args.ratio) if args.ratio else family.spec.ratios[-1]
+    measure_loading(family, ratio, args.batch_size, args.batches, args.workers)
     return 0
 
 

@@ -54,6 +54,8 @@ from debias_bench.data.integrity import (
     range_checked,
 )
 from debias_bench.data.options import DataOption, check_options, declared_options
+from debias_bench.data.pool import pool_ends_with_us
+from debias_bench.data.raw_checks import check_raw_sources
 from debias_bench.data.spec import DatasetSpec, range_problems
 from debias_bench.data.split_store import (
     SPLIT_FILES,
@@ -211,7 +213,9 @@ class DatasetFamily(ABC):
             made = [p for p in staging.parents if not p.exists()]  # deepest first
             staging.mkdir(parents=True)
             try:
-                build(staging)
+                check_raw_sources(self)  # raw files with known checksums first (MNIST's idx)
+                with pool_ends_with_us():  # no decoding worker outlives a killed build
+                    build(staging)
                 seal_dataset(staging, params(), shape=shape)
             except Exception as exc:  # an error, not a kill: the live data untouched, nothing left
                 shutil.rmtree(staging, ignore_errors=True)

@@ -42,7 +42,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from debias_bench.data.spec import splits_range_problems
+from debias_bench.data.spec import splits_problems
 from debias_bench.errors import CorruptDataError, FailReason, RunFailure
 
 if TYPE_CHECKING:  # annotations only (torch): a dataset registers without torch
@@ -227,20 +227,23 @@ Load = Callable[[Any, float], "Splits"]
 
 
 def range_checked(load: Load) -> Load:
-    """``load`` whose splits are checked against the family's spec: a label or bias label
-    outside its classes is a BadDataError naming the dataset, the split, how many and the
-    first one (the run on it ends ``failed (bad data)``)."""
+    """``load`` whose splits are checked against the dataset contract and the family's spec
+    (``spec.splits_problems``): an empty split, labels that are not integers or lie outside
+    its classes, NaN pixels or a one-class training split is a BadDataError naming the
+    dataset, the split and, where it counts, how many and the first one (the run on it ends
+    ``failed (bad data)``, before it trains)."""
 
     @functools.wraps(load)
     def checked(self: Any, ratio: float) -> Splits:
         splits = load(self, ratio)
-        problems = splits_range_problems(splits, self.spec)
+        problems = splits_problems(splits, self.spec)
         if problems:
             spec = self.spec
             raise BadDataError(
-                f"{spec.name} at {float(ratio):g}%: {'; '.join(problems)}; its data must match "
-                f"its spec ({spec.num_classes} classes, {spec.num_biases} bias labels): fix its "
-                "labels or its spec"
+                f"{spec.name} at {float(ratio):g}%: {'; '.join(problems)}; fix its load() or "
+                "its spec (a dataset gives non-empty train, valid and test splits of uint8 "
+                f"images N x H x W x C, with integer labels in 0..{spec.num_classes - 1} and "
+                f"bias labels in 0..{spec.num_biases - 1})"
             )
         return splits
 

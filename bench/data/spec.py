@@ -105,14 +105,62 @@ def range_problems(
     return problems
 
 
-def splits_range_problems(splits: Iterable[SplitLike], spec: DatasetSpec) -> list[str]:
-    """``range_problems`` of the train, valid and test splits (``Splits`` iterates in that
+def _dtype_text(values: Any) -> str:
+    """The dtype of an array or a tensor as NumPy names it (``float32``), without torch."""
+    return str(getattr(values, "dtype", type(values).__name__)).removeprefix("torch.")
+
+
+def _non_finite_rows(images: Any) -> tuple[int, int] | None:
+    """(how many, the first one's position) of the images holding a NaN or infinite pixel,
+    for floating-point images (uint8 ones cannot); None when there is none."""
+    if "float" not in _dtype_text(images):
+        return None
+    array = np.asarray(images, dtype=np.float32)
+    bad = np.flatnonzero(~np.isfinite(array.reshape(len(array), -1)).all(axis=1))
+    return (len(bad), int(bad[0])) if len(bad) else None
+
+
+def split_problems(name: str, split: SplitLike, spec: DatasetSpec) -> list[str]:
+    """What in one split breaks the dataset contract, one phrase each: an empty split,
+    labels or bias labels that are not integers (``the valid labels are float32``) or lie
+    outside the spec's classes, images with NaN or infinite pixels, and a training split of
+    one class (a model learns nothing from it)."""
+    if not len(split.labels):
+        return [f"the {name} split is empty"]
+    problems = []
+    whole = True
+    for what, values in (("labels", split.labels), ("bias labels", split.biases)):
+        dtype = _dtype_text(values)
+        if not (dtype.startswith(("int", "uint")) or dtype == "long"):
+            problems.append(f"the {name} {what} are {dtype}, not integers")
+            whole = False
+    if whole:
+        problems += range_problems(
+            name, split.labels, split.biases, spec.num_classes, spec.num_biases
+        )
+    bad = _non_finite_rows(split.images)
+    if bad is not None:
+        count, first = bad
+        plural = "s hold" if count > 1 else " holds"
+        problems.append(
+            f"{count} {name} image{plural} NaN or infinite pixels (first: item {first})"
+        )
+    if whole and name == "train" and spec.num_classes > 1:
+        classes = np.unique(np.asarray(split.labels))
+        if len(classes) == 1:
+            problems.append(
+                f"the train split holds one class ({int(classes[0])}) of {spec.num_classes}: "
+                "a model learns nothing from it"
+            )
+    return problems
+
+
+def splits_problems(splits: Iterable[SplitLike], spec: DatasetSpec) -> list[str]:
+    """``split_problems`` of the train, valid and test splits (``Splits`` iterates in that
     order) against ``spec``."""
     names = ("train", "valid", "test")
     return [
         problem
         for name, split in zip(names, splits, strict=True)
-        for problem in range_problems(
-            name, split.labels, split.biases, spec.num_classes, spec.num_biases
-        )
+        for problem in split_problems(name, split, spec)
     ]

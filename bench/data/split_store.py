@@ -30,14 +30,32 @@ from debias_bench.data.integrity import (
     MANIFEST,
     VERIFIED_CACHE,
     completeness_problems,
+    fingerprint_of,
+    manifest_digests,
     record_stamps,
     sha256,
     stamp,
 )
 from debias_bench.data.spec import SplitLike, range_problems
-from debias_bench.errors import CorruptDataError
+from debias_bench.errors import BenchError, CorruptDataError
 
 SPLIT_FILES = ("images.npy", "attrs.npy")
+
+
+def prepared_fingerprint(family: Any, ratio: float) -> str | None:
+    """What ``family.fingerprint(ratio)`` gives (a ``DatasetFamily``: the fingerprint a run at
+    ``ratio`` records), read from the manifest of its prepared data without hashing or
+    building anything; None when that is not complete, or the family keeps no npy store (then
+    only loading its splits tells)."""
+    try:
+        root, dirs = family.split_dirs(family.check_ratio(ratio))
+    except (NotImplementedError, BenchError):
+        return None
+    if completeness_problems(root):
+        return None
+    digests = manifest_digests(root, fix=family.repair_command())
+    rels = [(d / f).relative_to(root).as_posix() for d in dirs.values() for f in SPLIT_FILES]
+    return fingerprint_of({rel: digests[rel] for rel in rels if rel in digests})
 
 
 def split_digest(split: SplitLike) -> str:

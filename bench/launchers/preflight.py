@@ -26,7 +26,8 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from debias_bench.config.run_config import RunConfig
-from debias_bench.errors import ConfigError
+from debias_bench.data.raw_checks import check_raw_sources
+from debias_bench.errors import ConfigError, CorruptDataError
 from debias_bench.paths import DataPlace, check_path, existing_ancestor
 from debias_bench.registry import DATASETS
 from debias_bench.training.devices import resolve_device
@@ -132,6 +133,8 @@ def check_data(configs: Iterable[RunConfig], place: DataPlace) -> None:
 
     * prepared, buildable from raw sources on disk, or fetched now by a builder that fetches
       its own (``DatasetFamily.availability``: one download, not one failed run per ratio);
+    * raw files with known checksums (MNIST's idx files) are sound when the data is to be
+      built from them (``raw_checks``);
     * what is prepared holds what its manifest says in every file the grid's runs read (a
       ``stat`` per file against the stamp of its last full hash, a hash where that changed)
       and labels in range (``DatasetFamily.content_problems``)."""
@@ -152,6 +155,12 @@ def check_data(configs: Iterable[RunConfig], place: DataPlace) -> None:
             named = problem.startswith(config.dataset)
             missing.append(problem if named else f"{config.dataset}: {problem}")
             continue
+        if not family.is_prepared():  # its first run builds it: from raw files that are sound
+            try:
+                check_raw_sources(family)
+            except CorruptDataError as exc:
+                changed.append(f"{config.dataset}: {exc}")
+                continue
         files, labels = family.content_problems(sorted(ratios))
         spec, repair = family.spec, family.repair_command()
         for found, what, fix in (

@@ -30,6 +30,8 @@ from debias_bench.data.contract import Splits, TrainStream, resize_split, resize
 from debias_bench.data.family import DatasetFamily
 from debias_bench.data.folder_swap import build_lock
 from debias_bench.data.iid import iid_valid
+from debias_bench.data.split_guard import SplitGuard
+from debias_bench.data.split_store import prepared_fingerprint
 from debias_bench.errors import BenchError, FailReason, Interrupted, RunFailure
 from debias_bench.paths import DataPlace
 from debias_bench.registry import DATASETS, METHODS
@@ -77,23 +79,36 @@ def _limit(split: Any, limit: int | None, seed: int) -> Any:
     return split.subset(rows.sort().values)
 
 
-_DATA_CACHE: dict[tuple, tuple[DatasetFamily, Splits]] = {}
+_DATA_CACHE: dict[tuple, tuple[DatasetFamily, Splits, SplitGuard, str | None]] = {}
+
+
+def _cached(key: tuple, config: RunConfig) -> bool:
+    """Whether the data cached under ``key`` is still the data to train on: no run wrote to
+    its splits (its :class:`SplitGuard`), and the prepared data was not rebuilt since it was
+    read (its manifest's fingerprint)."""
+    if key not in _DATA_CACHE:
+        return False
+    family, _, guard, prepared = _DATA_CACHE[key]
+    return not guard.changes() and prepared_fingerprint(family, config.ratio) == prepared
 
 
 def load_data(config: RunConfig, place: DataPlace) -> tuple[DatasetFamily, Splits]:
     """The run's dataset family and splits (subsampled by ``train_limit`` / ``eval_limit``,
     resized to ``image_size``; the family returned then carries the resized spec).
 
-    The last loaded dataset is cached, so a sweep does not re-read it for every run."""
+    The last loaded dataset is cached, so a sweep does not re-read it for every run; it is
+    read again when a run wrote to it or when it was rebuilt since (:func:`_cached`)."""
     key = (config.dataset, config.ratio, repr(sorted(config.data_options.items())), place)
-    if key not in _DATA_CACHE:
+    if not _cached(key, config):
         family = DATASETS.get(config.dataset)(
             place.raw_root, place.data_root, **config.data_options
         )
         _DATA_CACHE.clear()
         with build_lock(family):
-            _DATA_CACHE[key] = (family, family.load(config.ratio))
-    family, splits = _DATA_CACHE[key]
+            loaded = family.load(config.ratio)
+        prepared = prepared_fingerprint(family, config.ratio)
+        _DATA_CACHE[key] = (family, loaded, SplitGuard(vars(loaded)), prepared)
+    family, splits, _, _ = _DATA_CACHE[key]
     hp = config.params
     subset_seed = int(config.data_options.get("data_seed", 0))  # same subset for every method
     splits = Splits(
@@ -151,13 +166,15 @@ def _setup(
     device: torch.device,
     data: LoadedData | None = None,
     store: Path | None = None,
-) -> tuple[DatasetFamily, Splits, TrainStream, Method]:
-    """Data (``data``, else loaded), batch stream and a freshly initialised method (seeded by
-    the run seed). A method that keeps state its checkpoint would lose is refused here, before
-    it trains (:meth:`Method.checkpointed`)."""
+) -> tuple[DatasetFamily, Splits, TrainStream, Method, SplitGuard]:
+    """Data (``data``, else loaded), batch stream, a freshly initialised method (seeded by
+    the run seed) and the fingerprints of the splits it is scored on, taken before the method
+    saw them. A method that keeps state its checkpoint would lose is refused here, before it
+    trains (:meth:`Method.checkpointed`)."""
     method_cls: type[Method] = METHODS.get(config.method)
     hp = config.params  # the method's Params, built once per run
     family, splits = data or load_data(config, place)
+    guard = SplitGuard({"valid": splits.valid, "test": splits.test})  # before the method sees them
     stream = TrainStream(splits.train, family.spec, hp.batch_size, config.seed, device)
     total_steps = hp.steps or hp.epochs * stream.steps_per_epoch
     env = TrainEnv(
@@ -166,10 +183,13 @@ def _setup(
     )  # fmt: skip
     _seed_everything(config.seed)
     method = method_cls(family.spec, hp, env)
-    splits = method.evaluation_splits(splits)  # DFR keeps half of the validation split
+    evaluated = method.evaluation_splits(splits)  # DFR keeps half of the validation split
+    guard.check(config.method, "in evaluation_splits()")
+    if evaluated.valid is not splits.valid or evaluated.test is not splits.test:
+        guard = SplitGuard({"valid": evaluated.valid, "test": evaluated.test})
     method.checkpointed()
     stream.sampler = method.batch_sampler()  # how the method draws its batches (uniform: N/B)
-    return family, splits, stream, method
+    return family, evaluated, stream, method, guard
 
 
 def restore_method(
@@ -177,7 +197,7 @@ def restore_method(
 ) -> tuple[Method, DatasetFamily, Splits]:
     """A run's method with the weights of its latest checkpoint, in eval mode."""
     config = RunConfig.from_json(run_dir.config())
-    family, splits, _, method = _setup(config, place, device, store=run_dir.path.parent)
+    family, splits, _, method, _ = _setup(config, place, device, store=run_dir.path.parent)
     checkpoint = run_dir.load_checkpoint()
     if checkpoint is None:
         raise BenchError(f"{run_dir.path} has no checkpoint", hint="train it with `bench run`")
@@ -310,7 +330,7 @@ class _Training:
         data: LoadedData | None,
     ) -> None:
         self.config, self.run_dir, self.device = config, run_dir, device
-        self.family, self.splits, self.stream, self.method = _setup(
+        self.family, self.splits, self.stream, self.method, self.guard = _setup(
             config, place, device, data, store=run_dir.path.parent
         )
         self.hp = hp = self.method.hp
@@ -423,6 +443,7 @@ class _Training:
                     method, nc_split, spec, self.hp.eval_batch_size, device
                 )
         method.train_mode()
+        self.guard.check(self.config.method, f"found at the evaluation of step {step}")
         self.tracker.update(record)
         self.run_dir.append_metrics(_finite(record))
         self.save()
