@@ -50,6 +50,7 @@ class FailReason(str, Enum):
     DISK_FULL = "disk full"  # ENOSPC / EDQUOT while writing the run store
     WRITE_ERROR = "write error"  # another OSError while writing the run store
     KILLED = "killed by signal"  # the worker was killed (SIGKILL, OOM killer) mid-run
+    OUT_OF_MEMORY = "out of memory"  # MemoryError, torch's OOM, or the OOM killer's SIGKILL
     DIED = "process died"  # it vanished without recording an outcome, too often
     NOT_STARTED = "did not start"  # the worker or job ended before the run started
     BAD_PREDICTIONS = "bad predictions"  # predict() gave non-finite logits or a wrong shape

@@ -6,7 +6,7 @@ with no data and no way to get it, a data root the runs cannot write, a launcher
 cannot import what they need. (Hyperparameters and data options are checked when the grid is
 expanded, in ``debias_bench.config.run_config`` and ``debias_bench.config.grid``; numeric flags
 when the command
-line is parsed, ``debias_bench.config.flags.number``.) The commands that only read a run
+line is parsed, ``debias_bench.commands.flags.number``.) The commands that only read a run
 store (``bench status``, ``bench report``, ``bench regress``) check that it is one
 (:func:`check_store`). Every check leaves the disk as it found it, but for one step that is
 no check: a dataset whose builder fetches its own raw sources (Colored MNIST's mirrors)

@@ -66,6 +66,36 @@ def _server_death(pid: int | None) -> str | None:
     return f"exit code {info.si_status}"
 
 
+def oom_kills(
+    cgroups: Path = Path("/proc/self/cgroup"), root: Path = Path("/sys/fs/cgroup")
+) -> int | None:
+    """How many processes the OOM killer has killed in this process's memory cgroup (the
+    workers' too: they inherit it), from ``oom_kill`` in cgroup v2's ``memory.events`` or v1's
+    ``memory.oom_control``; None where neither can be read (then a SIGKILL tells nothing)."""
+    try:
+        lines = cgroups.read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if controllers == "":
+            places, name = [root / path.lstrip("/"), root], "memory.events"
+        elif "memory" in controllers.split(","):
+            places, name = (
+                [root / "memory" / path.lstrip("/"), root / "memory"],
+                "memory.oom_control",
+            )
+        else:
+            continue
+        for folder in places:  # in a container its own cgroup is the mount's root
+            with contextlib.suppress(OSError, ValueError):
+                for entry in (folder / name).read_text().splitlines():
+                    key, _, value = entry.partition(" ")
+                    if key == "oom_kill":
+                        return int(value)
+    return None
+
+
 #: what ``multiprocessing`` reports as the exit code of a process whose fork server died
 #: before it could pass the real one on
 SERVER_LOST = 255
@@ -184,6 +214,7 @@ class WorkerProcess:
             how = "warm" if self.warm else "cold"
             log.write(f"==== {stamp} {how} worker started by {socket.gethostname()}\n".encode())
         self.started = time.monotonic()
+        self.oom_kills = oom_kills()  # more after a SIGKILL: the OOM killer's (record_exit)
         self.run_started: float | None = None  # when the worker took the run (its lock)
         self.timed_out = False
         self._term_at: float | None = None
@@ -276,6 +307,7 @@ class WorkerProcess:
     def finish(self) -> RunState:
         """Record the exit (after it has exited); returns the run's state."""
         code = self.proc.wait()
+        before, after = self.oom_kills, oom_kills() if code == -signal.SIGKILL else None
         return record_exit(
             self.run_dir,
             self.job.config,
@@ -284,6 +316,7 @@ class WorkerProcess:
             pid=self.proc.pid,
             timeout_s=self.timeout_s if self.timed_out else None,
             server_died=self.server_died,
+            oom_killed=before is not None and after is not None and after > before,
         )
 
 
@@ -295,6 +328,7 @@ def record_exit(
     pid: int | None = None,
     timeout_s: float | None = None,
     server_died: str | None = None,
+    oom_killed: bool = False,
 ) -> RunState:
     """Record a finished worker's exit code and stderr tail in ``status.json``, and the outcome
     of a worker that could not record it: timed out, or failed when it never started the run,
@@ -304,7 +338,9 @@ def record_exit(
     takes the run's lock, so it never writes over a run that another live process owns.
     ``config``: the run's ``RunConfig.to_json()``. ``server_died``: how the warm server that
     started the worker died while it ran (its exit code is then unknown, and the run's note
-    or error says so)."""
+    or error says so). ``oom_killed``: the OOM killer killed a process of the worker's cgroup
+    while it ran (:func:`oom_kills`): a SIGKILL during the run is then ``failed (out of
+    memory)``, not ``dead`` (a plain rerun would be killed the same way)."""
 
     if returncode == EXIT_BUSY:
         return RunState.RUNNING
@@ -340,6 +376,11 @@ def record_exit(
             last = next((line for line in reversed(lines) if "Error" in line), lines[-1])
             state, reason = RunState.FAILED, FailReason.NOT_STARTED
             fields["error"] = f"worker exited ({how}) before the run started: {last}"
+        elif oom_killed and returncode == -signal.SIGKILL and state is RunState.RUNNING:
+            state, reason = RunState.FAILED, FailReason.OUT_OF_MEMORY
+            fields["error"] = (
+                "out of memory: the OOM killer killed the worker (SIGKILL) during the run"
+            )
         if not run_dir.config_path.is_file():  # deleted: plan it again, if it is this run
             planned = config_json(RunConfig.from_json(config))
             if planned["run_id"] == run_dir.run_id:  # not when this code hashes it elsewhere

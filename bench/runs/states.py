@@ -126,10 +126,31 @@ def failure_reason(status: dict[str, Any]) -> FailReason | None:
 _DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT})
 
 
+#: what torch's allocators say when memory runs out: "CUDA out of memory" (and MPS's, XPU's:
+#: ``torch.OutOfMemoryError``, a RuntimeError), "CUDA error: out of memory" from a kernel, and
+#: the CPU allocator's "can't allocate memory" (a plain RuntimeError)
+_OUT_OF_MEMORY_TEXT = ("out of memory", "can't allocate memory")
+
+
+def out_of_memory(exc: BaseException) -> bool:
+    """Whether ``exc`` says memory ran out: Python's MemoryError, ENOMEM, torch's
+    ``OutOfMemoryError`` (known by name: this module imports no torch) or a RuntimeError of a
+    torch allocator that says so."""
+    if isinstance(exc, MemoryError) or (isinstance(exc, OSError) and exc.errno == errno.ENOMEM):
+        return True
+    if any(cls.__name__ == "OutOfMemoryError" for cls in type(exc).__mro__):
+        return True
+    text = str(exc).lower()
+    return isinstance(exc, RuntimeError) and any(t in text for t in _OUT_OF_MEMORY_TEXT)
+
+
 def classify(exc: BaseException) -> tuple[FailReason, str, dict[str, Any]]:
     """(reason, message, extra status fields) for an exception that ended a run."""
     if isinstance(exc, RunFailure):
         return exc.reason, str(exc), dict(exc.fields)
+    if out_of_memory(exc):
+        first = (str(exc).strip().splitlines() or [""])[0]
+        return FailReason.OUT_OF_MEMORY, f"out of memory: {type(exc).__name__}: {first}", {}
     if isinstance(exc, OSError) and exc.errno is not None:
         path = exc.filename or "the run store"
         text = f"cannot write {path}: [Errno {exc.errno}] {exc.strerror}"
