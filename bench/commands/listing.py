@@ -97,6 +97,7 @@ def list_trackers() -> str:
 
 def list_launchers() -> str:
     from .flags import launcher_flags  # imports the launchers' stage
+
     launchers = _provided("debias_bench.launchers.factories", "LAUNCHERS")
     rows: list[list[object]] = [
         [
