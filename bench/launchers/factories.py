@@ -89,7 +89,8 @@ class Launchable(Launcher):
             DeprecationWarning,
             stacklevel=2,
         )
-        return legacy(options, ctx)  # type: ignore[no-any-return]
+        launcher: Launcher = legacy(options, ctx)
+        return launcher
 
 
 def build_launcher(name: str, given: Mapping[str, Any], ctx: LaunchContext) -> Launcher:

@@ -40,7 +40,8 @@ def cell_marks(cell: Cell) -> list[Mark]:
     the interval (``--interval``), a cost ratio, the ``--ours`` gain, the seed count when
     fewer than expected, the paper flag (†) and the tie mark (≈). Each renderer only decorates
     them (``*_MARKS`` templates), so the formats never disagree on what a cell says."""
-    digits, marks = cell.digits, []
+    digits = cell.digits
+    marks: list[Mark] = []
     if cell.std is not None:
         marks.append(("std", (number(cell.std, digits),)))
     if cell.low is not None and cell.high is not None:
