@@ -36,6 +36,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from debias_bench.config.hparams import MAX_THREADS
 from debias_bench.errors import ConfigError, FailReason
 from debias_bench.plugins.loading import import_plugins
 from debias_bench.runs.provenance import config_json
@@ -174,7 +175,7 @@ class SlurmLauncher(Launchable):
             "time", "str", "slurm: time limit per run: minutes or [D-]HH:MM:SS (default 60)"
         ),
         LauncherOption("gpus_per_run", "int", "slurm: GPUs per run", low=0, high=64),
-        LauncherOption("cpus_per_run", "int", "slurm: CPUs per run", low=1, high=1024),
+        LauncherOption("cpus_per_run", "int", "slurm: CPUs per run", low=1, high=MAX_THREADS),
         LauncherOption("mem_per_run", "str", "slurm: memory per run, e.g. 16G"),
         LauncherOption(
             "resources",
