@@ -245,6 +245,36 @@ MOVED: dict[str, str] = {
 }
 
 
+_STORE, _SWAP = "debias_bench.data.split_store", "debias_bench.data.folder_swap"
+#: names a module of the 2026-11-26 layout offered (its re-exports) that moved out of it since:
+#: module -> name -> where it lives now; importing one from the old module still works, with a
+#: DeprecationWarning, for one release (:func:`former_names`)
+FORMER_NAMES: dict[str, dict[str, str]] = {
+    "debias_bench.data.family": {
+        **dict.fromkeys(("IMPORTING", "OLD_MARK"), _SWAP),
+        **dict.fromkeys(
+            ("describe_dataset", "describe_split", "publish_dataset", "ratio_dirname"), _STORE
+        ),
+        **dict.fromkeys(("save_split", "verify_manifest"), _STORE),
+        "load_split": "debias_bench.data.split_loading",
+    },
+}
+
+
+def former_names(module: str) -> Any:
+    """A module's ``__getattr__`` that forwards the names it once offered
+    (:data:`FORMER_NAMES`) to their new home, with a DeprecationWarning."""
+
+    def __getattr__(name: str) -> Any:
+        home = FORMER_NAMES.get(module, {}).get(name)
+        if home is None:
+            raise AttributeError(f"module {module!r} has no attribute {name!r}")
+        _warn(f"{module}.{name}", f"{home}.{name}")
+        return getattr(importlib.import_module(home), name)
+
+    return __getattr__
+
+
 def moved_attribute(package: str, home: str) -> Any:
     """A package's ``__getattr__`` for a flat module that became that package (``config``,
     ``data``, ``perf``): its names, from ``home``, with a DeprecationWarning."""

@@ -34,15 +34,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from debias_bench import former_names
 from debias_bench.data.declared import refuse_inherited_data_facts
 from debias_bench.data.download import Download
-from debias_bench.data.folder_swap import (
-    BUILDING,
-    build_lock,
-    leftovers,
-    replace_dir,
-    settle,
-)
+from debias_bench.data.folder_swap import BUILDING, build_lock, leftovers, replace_dir, settle
 from debias_bench.data.integrity import (
     MANIFEST,
     BadDataError,
@@ -66,6 +61,9 @@ from debias_bench.data.split_store import (
 )
 from debias_bench.errors import BenchError, ConfigError, CorruptDataError, DataNotFoundError
 from debias_bench.registry import DATASETS
+
+#: what this module offered on 2026-11-26 and no longer holds (``ratio_dirname``, ...)
+__getattr__ = former_names(__name__)
 
 if TYPE_CHECKING:  # annotations only (torch): a family registers and is listed without torch
     from debias_bench.data.contract import Splits

@@ -88,3 +88,24 @@ def test_a_module_that_became_a_package_forwards_its_names_with_a_warning() -> N
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["True", "1"]  # warned once
+
+
+def test_names_a_module_offered_on_2026_11_26_still_import_with_a_warning():
+    """Issue 49: a plugin that imported ``ratio_dirname`` from the dataset family module (its
+    re-export, lost when the split store moved out) loaded no more; every such name forwards
+    to its new home, with a DeprecationWarning, for one release."""
+    import importlib
+
+    module = importlib.import_module("debias_bench.data.family")
+    for name, home in debias_bench.FORMER_NAMES["debias_bench.data.family"].items():
+        with pytest.warns(DeprecationWarning, match=f"moved to {home}.{name}"):
+            value = getattr(module, name)
+        assert value is getattr(importlib.import_module(home), name)
+    with pytest.raises(AttributeError):
+        module.no_such_name  # noqa: B018
+    # the flat path of 2026-11-25 too, as the plugin wrote it
+    code = "from debias_bench.family import ratio_dirname; print(ratio_dirname(5))"
+    warned = [sys.executable, "-W", "always::DeprecationWarning", "-c", code]
+    proc = subprocess.run(warned, capture_output=True, text=True)
+    assert proc.returncode == 0 and proc.stdout.strip() == "5pct", proc.stderr
+    assert "debias_bench.data.family.ratio_dirname moved to" in proc.stderr
