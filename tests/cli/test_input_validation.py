@@ -172,7 +172,8 @@ def test_lengths_and_batch_sizes_declare_a_sane_maximum():
 def test_valid_values_still_pass(bench, tmp_path):
     code, out, err = bench(
         "run", *TOY, "--out", str(tmp_path / "runs"), "--dry-run", "--epochs", "200",
-        "--grace", "0", "--max-attempts", "1", "--timeout", "30m", "--workers", "2",
+        "--grace", "0", "--max-attempts", "1", "--timeout", "30m", "--launcher", "local",
+        "--workers", "2",
     )  # fmt: skip
     assert code == 0 and out.startswith("todo"), err
 

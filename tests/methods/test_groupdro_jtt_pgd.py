@@ -570,12 +570,13 @@ def test_the_official_sampler_by_default_and_uniform_batches_as_the_variant(meth
 
 
 def test_bench_config_shows_pgds_inputs_scaled_once(capsys):
-    """Under the official protocol PGD keeps the release's [0, 1] inputs; LfF, whose official
-    MLP divides by 255 again, declares that quirk in its own YAML."""
+    """Under the official protocol PGD keeps the release's [0, 1] inputs, which its YAML
+    declares (so it does not take Vanilla's terms, issue 48); LfF, whose official MLP divides by
+    255 again, declares that quirk in its own YAML."""
     assert main(["config", "pgd", "cmnist", "--protocol", "official"]) == 0
     table = {line.split()[0]: line.split()[1:] for line in capsys.readouterr().out.splitlines()
              if line and not line.startswith("#")}  # fmt: skip
-    assert table["input_div255"] == ["false", "engine", "default"]
+    assert table["input_div255"] == ["false", "pgd.yaml", "protocols.official"]
     assert table["sampling"] == ["resample", "pgd", "declaration"]
     assert table["grad_norm"] == ["0.7", "pgd.yaml", "defaults"]
     assert main(["config", "lff", "cmnist", "--protocol", "official"]) == 0
