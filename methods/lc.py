@@ -49,12 +49,26 @@ Dropped (no effect on the numbers, with the reason)
       one ``torch.Generator`` of the run (``lc.mixup``), saved with the checkpoint.
 
 Departures
-    * The official code evaluates on its test set and saves the best-test model; the engine
-      records ``last``, the validation selections and ``best_test`` side by side.
-    * Colored MNIST length: the code loops ``--num_epochs`` (default 300, taken) and the paper
-      gives none; the C-CIFAR-10 and bFFHQ lengths are DisEnt's (50,000 steps) [UNVERIFIED].
-    * Which evaluation the paper's tables report is not stated; the code keeps the best test
-      accuracy (``board_ours_acc``), so ``best_test`` is the comparable selection [UNVERIFIED].
+    * Model selection: the engine records ``last``, the validation selections and ``best_test``
+      side by side. The cited code (``learner.py`` @ bb46ac4) keeps no best model on the three
+      datasets here. Colored MNIST: ``evaluate_ours`` computes the features in its ``cmnist``
+      branch (lines 359-361) but never sets ``pred_label``, which line 413 reads: the first
+      evaluation (``board_ours_acc``, after ``valid_freq`` = 500 steps) raises before anything is
+      recorded. C-CIFAR-10 and bFFHQ: their items carry two attributes (label, bias;
+      ``data/util.py`` lines 250, 313), so ``evaluate_ours`` returns no group accuracies and the
+      best-test updates (``best_test_acc_d``, ``save_ours(best=True)``, lines 601-606) sit under
+      ``if test_acc_groups is not None`` (line 578), which never holds; each evaluation prints the
+      current valid and test accuracy (line 652, beside a ``best_test_d`` that stays 0). Which
+      evaluation the paper's tables report is not stated [UNVERIFIED]: ``best_test`` (the oracle,
+      the most any printed evaluation reached) and ``last`` are both recorded, and neither is
+      what the cited code keeps.
+    * Length: ``train_ours`` loops ``--num_epochs`` (default 300) on every dataset; ``--num_steps``
+      (default 50,000) is read nowhere in ``learner.py``. Colored MNIST runs the 300 epochs here.
+      C-CIFAR-10 and bFFHQ run 50,000 steps (``lc.yaml``), not the code's 300 epochs (about
+      52,800 steps on 45,000 images at batch 256, and 90,000 on bFFHQ's 19,200 images at 0.5 %,
+      batch 64, if no last batch is dropped); 50,000 steps is DisEnt's length on both, taken when
+      these run ids were first published and kept so that they stay valid. ``--set steps=N`` runs
+      another length.
 """
 
 from __future__ import annotations
