@@ -77,7 +77,8 @@ Departures
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import torch
@@ -86,15 +87,15 @@ import torch.nn.functional as F
 from debias_bench.config.sampling import RESAMPLE
 from debias_bench.data.contract import Batch, Split, Splits, TrainStream, eval_batches
 from debias_bench.data.spec import DatasetSpec
-from debias_bench.streams import stream_seed
+from debias_bench.streams import generator, stream_seed
 from debias_bench.training.method import TrainEnv
 from debias_bench.training.sampling import UNIFORM, Sampler, Weighted
 
 from .biased import stage_steps, train_model
 from .common import Classifier, make_classifier
-from .declared.pgd import PGDParams
+from .declared.pgd import NO_AUGMENT, RELEASE_AUGMENT, PGDParams
 from .losses import generalized_ce
-from .state import SampleWeights
+from .state import SampleWeights, StepCounter
 from .vanilla import Vanilla
 
 #: the release's ``--norm_scale`` default (``trainer/train.py``)
@@ -143,14 +144,163 @@ def gradient_norms(
     return torch.cat(out) if out else torch.empty(0)
 
 
+# ---------------------------------------------------------------- the release's augmentation
+#: where the release defines its training transforms (``trainer/module/data.py``: Colored MNIST)
+AUGMENTED_DATASETS = ("cmnist",)
+#: ``RandomResizedCrop(28, scale=(0.9, 1.1))`` with torchvision's default aspect-ratio range
+CROP_SCALE, CROP_RATIO, CROP_TRIES = (0.9, 1.1), (3 / 4, 4 / 3), 10
+#: ``ColorJitter(hue=0.05, saturation=0.05)``, ``RandomRotation((-10, 10))``
+JITTER_HUE, JITTER_SATURATION, ROTATION_DEGREES = 0.05, 0.05, 10.0
+
+
+def _uniform(n: int, low: float, high: float, draws: torch.Generator) -> torch.Tensor:
+    return torch.empty(n).uniform_(low, high, generator=draws)
+
+
+def crop_boxes(n: int, h: int, w: int, draws: torch.Generator) -> torch.Tensor:
+    """``n`` random resized-crop boxes ``(top, left, height, width)``, float, as torchvision's
+    ``RandomResizedCrop.get_params`` draws them: up to 10 tries of an area ``scale x h w`` and a
+    log-uniform aspect ratio, the first box that fits in the image kept (a scale above 1 fits
+    only as a box no larger than the image), the whole image when none fits (its fallback for a
+    square image, whose aspect 1 lies in the ratio range); then a uniform integer offset."""
+    scale = torch.empty(n, CROP_TRIES).uniform_(*CROP_SCALE, generator=draws)
+    log_ratio = torch.empty(n, CROP_TRIES).uniform_(
+        math.log(CROP_RATIO[0]), math.log(CROP_RATIO[1]), generator=draws
+    )
+    area, aspect = h * w * scale, log_ratio.exp()
+    widths = torch.sqrt(area * aspect).round()
+    heights = torch.sqrt(area / aspect).round()
+    fits = (widths > 0) & (widths <= w) & (heights > 0) & (heights <= h)
+    first = fits.to(torch.uint8).argmax(dim=1, keepdim=True)  # the first try that fits
+    found = fits.any(dim=1)
+    width = torch.where(found, widths.gather(1, first).squeeze(1), torch.tensor(float(w)))
+    height = torch.where(found, heights.gather(1, first).squeeze(1), torch.tensor(float(h)))
+    top = (torch.rand(n, generator=draws) * (h - height + 1)).floor()
+    left = (torch.rand(n, generator=draws) * (w - width + 1)).floor()
+    return torch.stack([top, left, height, width], dim=1)
+
+
+def resized_crop(x: torch.Tensor, boxes: torch.Tensor) -> torch.Tensor:
+    """Each image's box resized back to the image's size, bilinearly (``grid_sample`` at the
+    output's pixel centres, read inside the box only, its edge pixels repeated: what resizing
+    the cropped image does; no antialiasing, which an enlarging crop does not need)."""
+    n, _, h, w = x.shape
+    top, left, height, width = boxes.to(x.device, x.dtype).unbind(1)
+    theta = torch.zeros(n, 2, 3, device=x.device, dtype=x.dtype)
+    theta[:, 0, 0], theta[:, 0, 2] = width / w, (2 * left + width) / w - 1
+    theta[:, 1, 1], theta[:, 1, 2] = height / h, (2 * top + height) / h - 1
+    grid = F.affine_grid(theta, list(x.shape), align_corners=False)
+    # the centres of the box's first and last pixels, in grid coordinates
+    low = torch.stack([(2 * left + 1) / w - 1, (2 * top + 1) / h - 1], dim=1)
+    high = torch.stack([(2 * (left + width) - 1) / w - 1, (2 * (top + height) - 1) / h - 1], 1)
+    grid = torch.maximum(torch.minimum(grid, high.view(n, 1, 1, 2)), low.view(n, 1, 1, 2))
+    return F.grid_sample(x, grid, mode="bilinear", padding_mode="border", align_corners=False)
+
+
+def rgb_to_hsv(x: torch.Tensor) -> torch.Tensor:
+    """``N x 3 x H x W`` RGB in [0, 1] to HSV, each in [0, 1] (hue 0 where the pixel is grey)."""
+    r, g, b = x.unbind(1)
+    high, low = x.amax(dim=1), x.amin(dim=1)
+    delta = high - low
+    safe = torch.where(delta > 0, delta, torch.ones_like(delta))
+    hue = torch.where(
+        high == r,
+        ((g - b) / safe) % 6,
+        torch.where(high == g, (b - r) / safe + 2, (r - g) / safe + 4),
+    )
+    hue = torch.where(delta > 0, hue / 6, torch.zeros_like(hue))
+    sat = torch.where(high > 0, delta / torch.where(high > 0, high, torch.ones_like(high)), high)
+    return torch.stack([hue, sat, high], dim=1)
+
+
+def hsv_to_rgb(x: torch.Tensor) -> torch.Tensor:
+    """Inverse of :func:`rgb_to_hsv`: channel ``c`` is ``v - v s clamp(min(k, 4 - k), 0, 1)``
+    with ``k = (n_c + 6 h) mod 6``, ``n = 5, 3, 1`` for R, G, B."""
+    hue, sat, value = x[:, 0:1], x[:, 1:2], x[:, 2:3]
+    n = torch.tensor([5.0, 3.0, 1.0], device=x.device, dtype=x.dtype).view(1, 3, 1, 1)
+    k = (n + 6 * hue) % 6
+    return value - value * sat * torch.minimum(k, 4 - k).clamp(0, 1)
+
+
+def shift_hue(x: torch.Tensor, shift: torch.Tensor) -> torch.Tensor:
+    hsv = rgb_to_hsv(x)
+    hue = (hsv[:, :1] + shift.view(-1, 1, 1, 1)) % 1.0
+    return hsv_to_rgb(torch.cat([hue, hsv[:, 1:]], dim=1))
+
+
+def scale_saturation(x: torch.Tensor, factor: torch.Tensor) -> torch.Tensor:
+    """Blend with the image's grey (ITU-R 601 luma), ``factor`` 1 the image itself."""
+    luma = torch.tensor([0.299, 0.587, 0.114], device=x.device, dtype=x.dtype).view(1, 3, 1, 1)
+    grey = (x * luma).sum(dim=1, keepdim=True)
+    f = factor.view(-1, 1, 1, 1)
+    return (f * x + (1 - f) * grey).clamp(0, 1)
+
+
+def rotate_nearest(x: torch.Tensor, degrees: torch.Tensor) -> torch.Tensor:
+    """Each image rotated by its angle about its centre, nearest neighbour, black outside."""
+    n, _, h, w = x.shape
+    angle = torch.deg2rad(degrees.to(x.device, x.dtype))
+    cos, sin = angle.cos(), angle.sin()
+    theta = torch.zeros(n, 2, 3, device=x.device, dtype=x.dtype)
+    theta[:, 0, 0], theta[:, 0, 1] = cos, -sin * h / w
+    theta[:, 1, 0], theta[:, 1, 1] = sin * w / h, cos
+    grid = F.affine_grid(theta, list(x.shape), align_corners=False)
+    return F.grid_sample(x, grid, mode="nearest", padding_mode="zeros", align_corners=False)
+
+
+def release_augment(x: torch.Tensor, draws: torch.Generator) -> torch.Tensor:
+    """The PGD release's Colored MNIST training transforms on a batch ``N x 3 x H x W`` in
+    [0, 1], one draw per image from ``draws`` (on the CPU): a random resized crop (scale 0.9-1.1,
+    bilinear), a colour jitter (saturation x U(0.95, 1.05) and hue + U(-0.05, 0.05), in a random
+    order per image, as torchvision's ``ColorJitter``) and a rotation by U(-10, 10) degrees
+    (nearest, black corners). Re-implemented on tensors from torchvision's documented behaviour,
+    not PIL's: no rounding to uint8 between the steps, bilinear sampling without PIL's filter."""
+    n, _, h, w = x.shape
+    boxes = crop_boxes(n, h, w, draws)
+    saturation = _uniform(n, 1 - JITTER_SATURATION, 1 + JITTER_SATURATION, draws)
+    hue = _uniform(n, -JITTER_HUE, JITTER_HUE, draws)
+    hue_first = torch.rand(n, generator=draws) < 0.5
+    degrees = _uniform(n, -ROTATION_DEGREES, ROTATION_DEGREES, draws)
+    saturation, hue = saturation.to(x.device, x.dtype), hue.to(x.device, x.dtype)
+    out = resized_crop(x, boxes)
+    one = shift_hue(scale_saturation(out, saturation), hue)  # saturation first
+    other = scale_saturation(shift_hue(out, hue), saturation)  # hue first
+    out = torch.where(hue_first.to(x.device).view(-1, 1, 1, 1), other, one)
+    return rotate_nearest(out, degrees)
+
+
 class PGD(Vanilla):
     Params = PGDParams
     hp: PGDParams
+
+    @classmethod
+    def skip(cls, spec: DatasetSpec, hp: Mapping[str, Any]) -> str | None:
+        if hp.get("train_augment", NO_AUGMENT) == RELEASE_AUGMENT and (
+            spec.name not in AUGMENTED_DATASETS
+        ):
+            return (
+                "train_augment=release is the PGD release's Colored MNIST augmentation; the "
+                f"release defines none for {spec.name}"
+            )
+        return None
 
     def __init__(self, spec: DatasetSpec, hp: Mapping[str, Any], env: TrainEnv) -> None:
         super().__init__(spec, hp, env)  # Vanilla: the model, its optimiser and schedule
         self.resampling = Weighted(env.train_size, replacement=True)  # sampling: resample
         self.weights = SampleWeights(env.train_size, self.device)  # sampling: loss_weights
+        if self.augmenting:  # only then: a default run's checkpoint keeps its keys
+            self.augmented_steps = StepCounter()
+
+    @property
+    def augmenting(self) -> bool:
+        return self.hp.train_augment == RELEASE_AUGMENT
+
+    def augmented(self, batch: Batch, stage: int, step: int) -> Batch:
+        """``batch`` through the release's transforms (stage 0: the biased model, 1: the
+        debiased one), drawn from stream ``pgd.augment`` at ``(stage, step)``: a resumed run
+        draws what an uninterrupted one would."""
+        draws = generator(self.env.seed, "pgd.augment", stage, step)
+        return batch._replace(x=release_augment(batch.x, draws))
 
     def batch_sampler(self) -> Sampler:
         return self.resampling if self.hp.sampling == RESAMPLE else UNIFORM
@@ -169,8 +319,11 @@ class PGD(Vanilla):
             data.train, self.spec, self.hp.batch_size,
             stream_seed(self.env.seed, "pgd.biased"), self.device,
         )  # fmt: skip
+        batches: Iterator[Batch] = stream.batches()
+        if self.augmenting:
+            batches = (self.augmented(b, 0, k) for k, b in enumerate(batches))
         q = self.hp.q
-        train_model(biased, optimizer, stream.batches(), self.biased_steps(),
+        train_model(biased, optimizer, batches, self.biased_steps(),
                     lambda logits, y: generalized_ce(logits, y, q).mean(), scheduler)  # fmt: skip
         norms = gradient_norms(
             biased, data.train, self.spec, self.hp.eval_batch_size, self.device, self.hp.grad_norm
@@ -184,6 +337,9 @@ class PGD(Vanilla):
             self.model.load_state_dict(biased.state_dict())
 
     def update(self, batch: Batch) -> dict[str, torch.Tensor]:
+        if self.augmenting:
+            batch = self.augmented(batch, 1, self.augmented_steps.value)
+            self.augmented_steps.increment()
         ce = F.cross_entropy(self.model(batch.x), batch.y, reduction="none")
         if self.hp.sampling == RESAMPLE:
             loss = ce.mean()  # the batch was drawn with the probabilities

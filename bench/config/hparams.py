@@ -48,9 +48,9 @@ class HParam:
     ``low``/``high`` bound numbers (``low_open``: strictly above ``low``; a declared float
     without ``high`` gets :data:`MAX_FLOAT`); ``choices`` (or
     ``choices_of``, called at check time, for registries that grow) limit strings; ``nullable``
-    lets ``null`` through. ``late``: declared engine-wide after run ids were first published; at
-    its default it is left out of a run's id unless the method's YAML names it (see
-    ``RunConfig.identity``), so those ids stay valid. ``timing``: the value a timing run
+    lets ``null`` through. ``late``: declared engine-wide, or by a method, after its run ids were
+    first published; at its default it is left out of a run's id unless the method's YAML names
+    it (see ``RunConfig.identity``), so those ids stay valid. ``timing``: the value a timing run
     (``bench perf``) sets, to keep a preparation stage short or switch a late phase on from the
     first step (:data:`NO_TIMING`: the run's own value). ``search``: the key's space for
     ``bench tune`` (:mod:`debias_bench.config.search`; None: not searched unless the method's YAML

@@ -374,12 +374,14 @@ def resolve_hparams(
 
 
 def _left_out_of_identity(method: str, key: str, value: Any) -> bool:
-    """Speed-only keys, and engine keys declared after ids were published while they sit at
-    their default and no recipe layer of the method's YAML names them (so those ids stay
-    valid: :func:`yaml_keys`)."""
+    """Speed-only keys, and keys declared ``late`` (by the engine, or by the method after its
+    ids were published) while they sit at their default and no recipe layer of the method's
+    YAML names them (so those ids stay valid: :func:`yaml_keys`)."""
     if key in SPEED_KEYS:
         return True
     param = next((p for p in ENGINE_HPARAMS if p.name == key), None)
+    if param is None and method in METHODS:
+        param = next((p for p in own_declarations(method_params(method)) if p.name == key), None)
     if param is None or not param.late or value != param.default:
         return False
     return key not in yaml_keys(method)

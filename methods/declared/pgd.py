@@ -12,6 +12,9 @@ from debias_bench.config.search import Choice
 
 from .shared import gce_q
 
+#: ``train_augment``: none, or the release's Colored MNIST transforms on every training draw
+NO_AUGMENT, RELEASE_AUGMENT = "none", "release"
+
 
 @dataclass(frozen=True)
 class PGDParams(EngineParams):
@@ -31,6 +34,14 @@ class PGDParams(EngineParams):
         REQUIRED, "start the debiased model from the biased model's weights"
     )
     sampling: str = sampling_option("every sample of an epoch drawn with its probability")
+    train_augment: str = hparam(
+        NO_AUGMENT,
+        "augmentation of both stages' training batches: none, or release (the release's "
+        "Colored MNIST crop, colour jitter and rotation; methods/pgd.py)",
+        choices=(NO_AUGMENT, RELEASE_AUGMENT),
+        late=True,
+        search=None,
+    )
 
 
 declare_method(
