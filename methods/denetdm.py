@@ -85,6 +85,15 @@ def stage_seed(seed: int, name: str) -> int:
     return stream_seed(seed, name) % 2**32
 
 
+def conflicting_group_mean(group_accuracy: list[list[float | None]]) -> float | None:
+    """The mean accuracy of the bias-conflicting (class, bias) groups present (``bias !=
+    class``; None: none present): the official stage-1 criterion, ``accs[eye == 0].mean()`` of
+    ``train_decam_stage1.py``, where a group without images would make it NaN."""
+    cells = [acc for c, row in enumerate(group_accuracy) for b, acc in enumerate(row)
+             if b != c and acc is not None]  # fmt: skip
+    return sum(cells) / len(cells) if cells else None
+
+
 class ShallowCNN(Backbone):
     """DeNetDM's shallow convolutional branches (``module/model.py``): ``cnn3`` for C-CIFAR-10
     (three 5x5 convolutions 32-64-64, BN, ReLU, two 2x2 max-pools; a 32-px image ends at 1x1,
@@ -222,7 +231,7 @@ class DeNetDM(Method):
             loss = F.cross_entropy(experts(batch.x), batch.y)
             self.step(loss, (optimizer, None))
             epoch_end = (step + 1) % self.env.steps_per_epoch == 0
-            if hp.stage1_select == "valid_conflicting" and epoch_end:
+            if hp.stage1_select != "last" and epoch_end:
                 score = self._shallow_conflicting(data)
                 if score > best:  # the code starts from 0 and needs a strict gain
                     best, best_state = score, copy.deepcopy(experts.state_dict())
@@ -233,7 +242,8 @@ class DeNetDM(Method):
         self.stage2.classifier.load_state_dict(experts.classifier.state_dict())
 
     def _shallow_conflicting(self, data: Splits) -> float:
-        """The shallow branch's bias-conflicting accuracy on the validation split."""
+        """The shallow branch's bias-conflicting accuracy on the validation split, by
+        ``stage1_select``: pooled over the images, or the mean over the groups."""
         experts = self.stage1
         experts.eval()
         metrics = evaluate_split(
@@ -241,6 +251,8 @@ class DeNetDM(Method):
             self.hp.eval_batch_size, self.device,
         )  # fmt: skip
         experts.train()
+        if self.hp.stage1_select == "valid_conflicting_groups":
+            return conflicting_group_mean(metrics["group_accuracy"]) or 0.0
         return float(metrics["conflicting_accuracy"] or 0.0)
 
     # ------------------------------------------------------------------ stage 2

@@ -12,7 +12,11 @@ from debias_bench.config.search import LogUniform
 SHALLOW = ("mlp", "cnn3", "cnn4")
 
 
-STAGE1_SELECT = ("last", "valid_conflicting")
+#: ``last``: the final stage-1 model; the other two keep the stage-1 epoch whose shallow branch
+#: scores best on the validation split: ``valid_conflicting`` by its accuracy on the pooled
+#: bias-conflicting images, ``valid_conflicting_groups`` by the mean of its accuracies on the
+#: bias-conflicting (class, bias) groups, as the official code computes it (methods/denetdm.py)
+STAGE1_SELECT = ("last", "valid_conflicting", "valid_conflicting_groups")
 
 
 @dataclass(frozen=True)
