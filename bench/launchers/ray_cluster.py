@@ -164,7 +164,6 @@ def connect(address: str | None, local_cpus: int | None) -> Connection:
     """Connect to the Ray cluster at ``address`` (or ``RAY_ADDRESS``), or start a local
     instance; a connection this process already has (``ray.init`` in a notebook) is used as
     it is. A cluster that does not answer is a ConfigError with the address and the fix."""
-    ray = import_ray()
     address = address or os.environ.get("RAY_ADDRESS") or None
     if local_cpus is not None and address:
         raise ConfigError(
@@ -172,6 +171,7 @@ def connect(address: str | None, local_cpus: int | None) -> Connection:
             "cluster's nodes decide",
             hint="leave out --ray-local-cpus, or --ray-address and RAY_ADDRESS",
         )
+    ray = import_ray()
     if ray.is_initialized():
         return Connection(ray, "the Ray cluster of this process", started=False, owned=False)
     quiet: dict[str, Any] = {"log_to_driver": False, "logging_level": logging.WARNING}

@@ -9,11 +9,11 @@ launcher does (:mod:`.ray_task`, :mod:`.ray_supervisor`): same run ids, locks, c
 process and every Ray node see at the same path (a shared volume: docs/kubernetes.md).
 
 Stopping (``--fail-fast``, Ctrl-C, SIGTERM): the sweep cancels its tasks; the queued ones never
-start and stay ``pending``, the running ones checkpoint and are ``interrupted`` (killed after
-``--grace`` when they do not stop), and a rerun resumes them. A Ray worker killed during a run
-leaves it ``interrupted`` (or ``dead``, if the run's own worker died with it), and a rerun
-resumes it; when the ``bench`` process itself dies, Ray ends its tasks and the runs stop the
-same way, so none keeps its lock.
+start and stay ``pending``, the running ones checkpoint at their next step and are
+``interrupted``, and a rerun resumes them. A Ray worker killed during a run leaves it
+``interrupted`` (or ``dead``, if the run's own worker died with it), and a rerun resumes it;
+when the ``bench`` process itself dies, Ray ends its tasks and the runs stop the same way, so
+none keeps its lock (:mod:`.ray_supervisor` says how).
 """
 
 from __future__ import annotations

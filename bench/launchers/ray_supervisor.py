@@ -4,12 +4,15 @@
 
 It runs the run in a worker process exactly as the local launcher does
 (:class:`~.process.WorkerProcess`: ``--timeout``, the exit code and stderr tail recorded in
-``status.json``) and prints the run's state as its last line. Being a process of its own, out
-of the Ray worker's process group, is what makes Ray's ways of ending a task safe for the run:
-when the Ray worker dies (the task cancelled, the worker killed, the driver gone and Ray
-cleaning up its job) the kernel sends this process SIGTERM (``PR_SET_PDEATHSIG``); it then asks
-the worker to checkpoint and stop, kills it after ``--grace`` seconds if it has not, records
-its exit (``interrupted``, or ``dead``) and exits. No run is left holding its lock.
+``status.json``) and prints the run's state as its last line. It lives in a session of its own,
+out of reach of signals to the Ray worker's process group. When the Ray worker dies (killed,
+or the node's memory monitor) the kernel sends this process SIGTERM (``PR_SET_PDEATHSIG``); it
+then asks the run's worker to checkpoint and stop, kills it after ``--grace`` seconds if it
+has not, records its exit (``interrupted``, or ``dead``) and exits. When Ray ends the task
+itself (the sweep cancels it, or Ray cleans up after a driver that died), Ray also kills this
+process (a Ray worker's children go with it); the run's worker then gets SIGTERM from the
+kernel in turn, checkpoints and records ``interrupted`` itself, without an exit code. Either
+way the run lets go of its lock, and a rerun resumes it.
 
 Its input, JSON on stdin: ``{"job": WorkerJob fields, "timeout_s": ..., "grace_s": ...}``.
 """

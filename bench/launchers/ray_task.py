@@ -4,10 +4,10 @@
 It starts the run's supervisor (:mod:`.ray_supervisor`) in a session of its own, with the
 run's share of the node (its CPU threads; the GPU Ray gave it, ``CUDA_VISIBLE_DEVICES``),
 waits for it and returns the run's state as recorded. The supervisor, not this task, owns the
-run's worker: whatever ends the Ray worker (the sweep cancelling its tasks, a kill, Ray
-cleaning up after a driver that died) makes the supervisor checkpoint and record the run
-(see its docstring). Where this task runs is recorded in the run's ``status.json``
-(``ray_node``, ``ray_worker_pid``) for ``bench status`` and for the curious.
+run's worker, so that whatever ends the Ray worker (the sweep cancelling its tasks, a kill, Ray
+cleaning up after a driver that died) leaves the run checkpointed and recorded (see its
+docstring). Where this task runs is recorded in the run's ``status.json`` (``ray_node``,
+``ray_worker_pid``) for ``bench status`` and for the curious.
 
 Ray pickles :func:`run_task` by reference: every node imports it from its own
 ``debias_bench``, so the package (and the plugins the runs need) must be installed there.
