@@ -36,7 +36,6 @@ A baseline recorded under another preset or protocol than the new sweep's runs i
 
 from __future__ import annotations
 
-import math
 import statistics
 from dataclasses import dataclass
 from typing import Any
@@ -54,13 +53,22 @@ from debias_bench.analysis.baseline import (
     sweep_cells,
     sweep_runs,
 )
+from debias_bench.analysis.regress_rule import (
+    DEFAULT_NOISE_Z,
+    DEFAULT_TOLERANCE,
+    TEST_NOISE_WEIGHT,
+    Allowance,
+    noise,
+)
 from debias_bench.errors import BenchError
 from debias_bench.reporting.stats import difference
 
 __all__ = [
     "DEFAULT_NOISE_Z",
     "DEFAULT_TOLERANCE",
+    "TEST_NOISE_WEIGHT",
     "TRACKED",
+    "Allowance",
     "Comparison",
     "Difference",
     "allowance",
@@ -78,14 +86,6 @@ __all__ = [
     "sweep_runs",
 ]
 
-DEFAULT_TOLERANCE = 1.0
-#: standard deviations of a metric's spread a drop may reach before it is a regression
-DEFAULT_NOISE_Z = 4.0
-#: the test-set variance counts twice beside the seeds' own: the ci sweep's seeds spread by a
-#: median 1.44 test-set standard errors (2 se^2: about one more seed's variance), which a few
-#: seeds estimate poorly, and one seed not at all (docs/regression.md)
-TEST_NOISE_WEIGHT = 2.0
-
 
 @dataclass(frozen=True)
 class Difference:
@@ -96,10 +96,16 @@ class Difference:
     status: str  # ok | changed | improved | regressed | missing | new
     allowed: float | None = None  # the drop (and gain) the check allows, in points
     spread: float | None = None  # standard deviation over the baseline's seeds (None: one)
+    rule: Allowance | None = None  # how ``allowed`` was computed (regress_rule)
 
     @property
     def diff(self) -> float | None:
         return difference(self.current, self.baseline)
+
+    @property
+    def mdd(self) -> float | None:
+        """The drop the check catches with 80 % power (:attr:`Allowance.mdd`)."""
+        return None if self.rule is None else self.rule.mdd
 
 
 @dataclass
@@ -118,28 +124,15 @@ class Comparison:
         return sum(d.status == status for d in self.differences)
 
 
-def noise(percent: float, n: int | None, z: float) -> float:
-    """``z`` standard errors (points) of an accuracy of ``percent`` % measured on ``n``
-    images, at the Agresti-Coull centre ``(x + 2) / (n + 4)`` (``x`` the images right): an
-    accuracy of 99 or 100 % is a few errors from another count, not a certainty."""
-    if not n or z <= 0:
-        return 0.0
-    p = min(max(percent / 100, 0.0), 1.0)
-    centre = (p * n + 2) / (n + 4)
-    return z * 100 * math.sqrt(centre * (1 - centre) / (n + 4))
-
-
 def allowance(
     recorded: list[float], n: int | None, runs: int, tolerance: float, z: float
 ) -> tuple[float, float | None]:
     """The drop allowed for the mean of ``runs`` new runs against the ``recorded`` values (one
     per seed), each measured on ``n`` test images, and the seeds' standard deviation (None for
-    one seed): ``max(tolerance, z sqrt(s^2 (1/runs + 1/K) + TEST_NOISE_WEIGHT se^2))``."""
-    k = len(recorded)
-    spread = statistics.stdev(recorded) if k > 1 else None
-    seeds_var = (spread or 0.0) ** 2 * (1 / max(runs, 1) + 1 / k)
-    test_se = noise(statistics.fmean(recorded), n, 1.0)
-    return max(tolerance, z * math.sqrt(seeds_var + TEST_NOISE_WEIGHT * test_se**2)), spread
+    one seed): ``max(tolerance, z sqrt(s^2 (1/runs + 1/K) + TEST_NOISE_WEIGHT se^2))``
+    (:class:`~debias_bench.analysis.regress_rule.Allowance`)."""
+    rule = Allowance(tuple(recorded), runs, n, tolerance, z)
+    return rule.allowed, rule.spread
 
 
 def _status(
@@ -279,11 +272,13 @@ def compare(
             elif recorded != n:
                 recounted.append(f"{key} {metric}: {recorded} in the baseline, {n} now")
             runs = dict(zip(now["seeds"], now["metrics"][metric], strict=True))
-            allowed, spread = allowance(values, n, len(runs), tolerance, noise_z)
+            rule = Allowance(tuple(values), len(runs), n, tolerance, noise_z)
             status, mean, current = _status(
-                dict(zip(base["seeds"], values, strict=True)), runs, allowed
+                dict(zip(base["seeds"], values, strict=True)), runs, rule.allowed
             )
-            out.append(Difference(key, metric, mean, current, status, allowed, spread))
+            out.append(
+                Difference(key, metric, mean, current, status, rule.allowed, rule.spread, rule)
+            )
     out += [
         Difference(key, "(cell)", None, None, "new")
         for key in cells

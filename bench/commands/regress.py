@@ -15,97 +15,146 @@ metric, or recorded under another preset or protocol than the sweep's runs.
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
-from pathlib import Path
 
 from tabulate import tabulate
 
-from debias_bench.analysis.regression import (
-    DEFAULT_NOISE_Z,
-    DEFAULT_TOLERANCE,
-    Comparison,
-    Difference,
-    compare,
-    load_baseline,
-    record,
-    save_baseline,
-    sweep_cells,
-)
+from debias_bench.analysis.regression import DEFAULT_NOISE_Z, DEFAULT_TOLERANCE
 from debias_bench.commands.flags import number
+from debias_bench.session.regress import (
+    HEADLINE,
+    CellCheck,
+    MetricCheck,
+    RegressCheck,
+    regress_check,
+    regress_record,
+)
 
 from .common import command_with_verbs, fmt
 
-
-def _spread(d: Difference) -> str:
-    return "" if d.spread is None else f"{d.spread:.2f}"
+ORDER = {"regressed": 0, "missing": 1, "improved": 2, "changed": 3, "new": 4, "ok": 5}
 
 
-def render(comparison: Comparison, show_all: bool = False) -> str:
-    """The table of differences (every row with ``show_all``) and a summary line."""
-    order = {"regressed": 0, "missing": 1, "improved": 2, "changed": 3, "new": 4, "ok": 5}
-    rows = sorted(
-        (d for d in comparison.differences if show_all or d.status != "ok"),
-        key=lambda d: (order[d.status], d.cell, d.metric),
+def _num(value: float | None, sign: bool = False) -> str:
+    if value is None:
+        return ""
+    return f"{value:+.2f}" if sign else f"{value:.2f}"
+
+
+def _status(status: str) -> str:
+    return status.upper() if status in ("regressed", "missing") else status
+
+
+def _head(head: MetricCheck | None) -> list[str]:
+    if head is None:
+        return [""] * 5
+    return [
+        fmt(head.baseline),
+        fmt(head.current),
+        _num(head.diff, True),
+        _num(head.allowance),
+        _num(head.mdd),
+    ]
+
+
+def cell_table(check: RegressCheck) -> str:
+    """One line per cell: its verdict, its new runs and baseline seeds, and its test
+    accuracy's (last model) baseline, new mean, difference, allowance and minimum detectable
+    drop."""
+    rows = [
+        [_status(cell.verdict), cell.cell, f"{cell.runs}/{cell.seeds}", *_head(cell.headline)]
+        for cell in sorted(check.cells, key=lambda c: (ORDER[c.verdict], c.cell))
+    ]
+    headers = ["verdict", "cell", "runs/seeds", "baseline", "now", "diff", "allowed", "mdd"]
+    return tabulate(rows, headers, tablefmt="github", disable_numparse=True)
+
+
+def metric_table(check: RegressCheck, show_all: bool) -> str:
+    """One line per metric that differs from its seed's recorded value (every one with
+    ``show_all``), worst first."""
+    rows: list[tuple[CellCheck, MetricCheck]] = sorted(
+        ((cell, m) for cell in check.cells for m in cell.metrics if show_all or m.status != "ok"),
+        key=lambda cm: (ORDER[cm[1].status], cm[0].cell, cm[1].metric),
     )
     table = [
         [
-            d.status.upper() if d.status in ("regressed", "missing") else d.status,
-            d.cell,
-            d.metric,
-            fmt(d.baseline),
-            _spread(d),
-            fmt(d.current),
-            "" if d.diff is None else f"{d.diff:+.2f}",
-            "" if d.allowed is None else f"{d.allowed:.2f}",
+            _status(m.status),
+            cell.cell,
+            m.metric,
+            fmt(m.baseline),
+            _num(m.spread),
+            fmt(m.current),
+            _num(m.diff, True),
+            _num(m.allowance),
+            _num(m.mdd),
         ]
-        for d in rows
+        for cell, m in rows
     ]
-    headers = ["status", "cell", "metric", "baseline", "sd", "now", "diff", "allowed"]
-    lines = [tabulate(table, headers, tablefmt="github", disable_numparse=True)] if table else []
-    cells = {d.cell for d in comparison.differences if d.status != "new"}
-    counts = ", ".join(
-        f"{comparison.count(s)} {s}" for s in ("regressed", "missing", "improved", "changed", "new")
+    headers = ["status", "cell", "metric", "baseline", "sd", "now", "diff", "allowed", "mdd"]
+    return tabulate(table, headers, tablefmt="github", disable_numparse=True) if table else ""
+
+
+def mdd_line(check: RegressCheck) -> str:
+    """The minimum detectable drop of the headline metric per dataset: median (range)."""
+    parts = []
+    for dataset, values in sorted(check.mdd_by_dataset().items()):
+        low, high = min(values), max(values)
+        span = f" ({low:.1f}-{high:.1f})" if high - low >= 0.05 else ""
+        parts.append(f"{dataset} {statistics.median(values):.1f}{span}")
+    if not parts:
+        return ""
+    return (
+        f"; minimum detectable drop at {check.power:.0%} power ({HEADLINE}, median (range) "
+        f"over cells, points): " + ", ".join(parts)
     )
-    low, high = comparison.seeds or (0, 0)
+
+
+def render(check: RegressCheck, show_all: bool = False) -> str:
+    """The per-cell table, the per-metric differences, a summary line and the notes."""
+    lines = [cell_table(check)]
+    metrics = metric_table(check, show_all)
+    if metrics:
+        lines += ["", metrics]
+    checked = sum(c.verdict != "new" for c in check.cells)
+    counts = ", ".join(
+        f"{check.count(s)} {s}" for s in ("regressed", "missing", "improved", "changed", "new")
+    )
+    low, high = check.seeds
     seeds = f"{low}" if low == high else f"{low}-{high}"
     lines.append(
-        f"{len(cells)} baseline cells of {seeds} seed(s), tolerance {comparison.tolerance:g} "
-        f"points or {comparison.noise_z:g} standard deviations of each metric's spread over "
-        f"the seeds and test images: {counts}"
+        f"{checked} baseline cells of {seeds} seed(s), tolerance {check.tolerance:g} "
+        f"points or {check.noise_z:g} standard deviations of each metric's spread over "
+        f"the seeds and test images: {counts}{mdd_line(check)}"
     )
-    lines += [f"note: {note}" for note in comparison.notes]
-    if comparison.count("improved"):
+    lines += [f"note: {note}" for note in check.notes]
+    if check.count("improved"):
         lines.append("note: improvements pass; record the baseline again to lock them in")
     return "\n".join(lines)
 
 
 def cmd_record(args: argparse.Namespace) -> int:
-    baseline = record(Path(args.out), allow_unfinished=args.allow_unfinished)
-    save_baseline(baseline, Path(args.output))
-    seeds = sorted({len(cell["seeds"]) for cell in baseline["cells"].values()})
+    done = regress_record(args.out, args.output, allow_unfinished=args.allow_unfinished)
     print(
-        f"wrote {args.output}: {len(baseline['cells'])} cells of "
-        f"{'-'.join(map(str, seeds))} seed(s) from {args.out}",
+        f"wrote {args.output}: {done.cells} cells of "
+        f"{'-'.join(map(str, done.seeds))} seed(s) from {args.out}",
         file=sys.stderr,
     )
     return 0
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    baseline = load_baseline(Path(args.baseline))
-    cells, unfinished = sweep_cells(Path(args.out))
-    comparison = compare(
-        baseline, cells, args.tolerance, unfinished, args.noise_z, args.baseline, args.out
-    )
-    print(render(comparison, show_all=args.all))
-    if comparison.failed:
+    check = regress_check(args.out, args.baseline, tolerance=args.tolerance, noise_z=args.noise_z)
+    if args.explain:
+        print(check.explain(args.explain))
+        return 1 if check.cell(args.explain).verdict in ("regressed", "missing") else 0
+    print(render(check, show_all=args.all))
+    if check.failed:
         print(
-            f"regression: {len(comparison.failed)} metric(s) or cell(s) worse than "
-            f"{args.baseline} allows",
+            f"regression: {len(check.failed)} cell(s) worse than {args.baseline} allows",
             file=sys.stderr,
         )
-        return 1
-    return 0
+    return check.exit_code
 
 
 def add(sub: argparse._SubParsersAction) -> None:
@@ -138,4 +187,10 @@ def add(sub: argparse._SubParsersAction) -> None:
         "seeds and its test images, if larger (default %(default)s; 0: the tolerance only)",
     )
     check.add_argument("--all", action="store_true", help="list unchanged metrics too")
+    check.add_argument(
+        "--explain",
+        metavar="CELL",
+        help="show how each allowance of CELL (e.g. cmnist/vanilla/r5/clean) was computed "
+        "from the baseline's seeds, the new runs and the test images, instead of the tables",
+    )
     check.set_defaults(func=cmd_check)

@@ -17,6 +17,7 @@ import yaml
 from support.planted import finish, plant
 
 from debias_bench.analysis.regression import (
+    TEST_NOISE_WEIGHT,
     by_cell,
     compare,
     load_baseline,
@@ -93,11 +94,16 @@ def test_a_drop_beyond_the_tolerance_fails_with_a_table(toy_sweep, tmp_path, cap
     capsys.readouterr()
     assert _check(toy_sweep, higher, "--noise-z", "0") == 1  # the plain tolerance
     out = capsys.readouterr().out
-    row = next(line for line in out.splitlines() if "REGRESSED" in line)
+    row = _metric_row(out, "REGRESSED")
     assert "toy/etf_debias/r20/clean" in row and "last.test.accuracy" in row and "-1.50" in row
     assert "| changed" in out and "-0.50" in out  # reported, not failed
     assert "1 regressed, 0 missing" in out
     assert _check(toy_sweep, higher, "--tolerance", "2", "--noise-z", "0") == 0
+
+
+def _metric_row(out: str, status: str) -> str:
+    """The first row of the per-metric table (below the per-cell one) of this status."""
+    return next(line for line in out.splitlines() if f"| {status}" in line and ".test." in line)
 
 
 def _se(percent: float, n: int) -> float:
@@ -108,10 +114,10 @@ def _se(percent: float, n: int) -> float:
 
 def _sigma(values: list[float], n: int, runs: int) -> float:
     """One standard deviation of the check: the seeds' spread of the mean of ``runs`` new runs
-    against ``values``, and twice the test-set variance on ``n`` images."""
+    against ``values``, and the weighted test-set variance on ``n`` images."""
     k, mean = len(values), statistics.fmean(values)
     seeds = statistics.variance(values) if k > 1 else 0.0
-    return math.sqrt(seeds * (1 / runs + 1 / k) + 2 * _se(mean, n) ** 2)
+    return math.sqrt(seeds * (1 / runs + 1 / k) + TEST_NOISE_WEIGHT * _se(mean, n) ** 2)
 
 
 def _shifted(baseline: dict, cell: str, key: str, values: list[float], path: Path) -> Path:
@@ -152,7 +158,7 @@ def test_the_allowance_is_the_seeds_spread_and_the_test_noise(toy_sweep, tmp_pat
     assert "4 standard deviations of each metric's spread" in capsys.readouterr().out
     mean = high = statistics.fmean(values)
     for _ in range(3):  # no spread: the test-set noise alone, at the baseline's mean
-        high = mean + 4.5 * math.sqrt(2) * _se(high, n)
+        high = mean + 4.5 * math.sqrt(TEST_NOISE_WEIGHT) * _se(high, n)
     assert _check(toy_sweep, _shifted(baseline, cell, key, [high] * 2, tmp_path / "a.json")) == 1
     spread = [high - 4, high + 4]  # the same mean, s = 5.7 points
     assert _check(toy_sweep, _shifted(baseline, cell, key, spread, tmp_path / "b.json")) == 0
@@ -183,8 +189,8 @@ def test_improvements_and_new_cells_pass_and_are_reported(toy_sweep, tmp_path):
 
 def test_a_format_1_baseline_is_read_with_its_seeds_together(toy_sweep, tmp_path, capsys):
     """A baseline of the first format (one cell per seed) still checks: its seeds of one
-    configuration become one cell; a cell of one seed allows the test-set noise alone (twice
-    its variance: the difference of two runs), and a note says why that is too little
+    configuration become one cell; a cell of one seed allows the test-set noise alone (its
+    weighted variance), and a note says why that is too little
     across CPUs."""
     runs = sweep_runs(toy_sweep)[0]
     old = {"format": 1, "environment": {}, "tracked": [], "cells": runs}
@@ -256,7 +262,7 @@ def test_the_noise_term_uses_the_run_s_counts_not_the_baseline_s(toy_sweep, tmp_
     capsys.readouterr()
     assert _check(toy_sweep, path) == 1
     out = capsys.readouterr().out
-    row = next(line for line in out.splitlines() if "REGRESSED" in line)
+    row = _metric_row(out, "REGRESSED")
     assert cell in row and key in row
     assert f"{key}: 1 in the baseline, {n} now" in out
 
