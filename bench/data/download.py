@@ -6,7 +6,7 @@ a public Google Drive folder (fetched with ``gdown``, an optional dependency:
 ``pip install 'debias-bench[download]'``). Archives are unpacked into the target folder (paths
 that would leave it are refused) and then removed. A file is written under a ``.part`` name
 and renamed only once complete and checked, so an interrupted download leaves nothing that
-looks finished.
+looks finished; the next attempt resumes the ``.part`` (``debias_bench.data.resumable``).
 """
 
 from __future__ import annotations
@@ -16,13 +16,13 @@ import inspect
 import shutil
 import sys
 import tarfile
-import urllib.request
 import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
+from debias_bench.data.resumable import Pinned, fetch_file
 from debias_bench.errors import BenchError, CorruptDataError, DataNotFoundError
 
 Log = Callable[[str], None]
@@ -108,24 +108,11 @@ def _matches(path: Path, item: RemoteFile) -> bool:
 
 
 def _fetch_url(item: RemoteFile, target: Path, log: Log) -> None:
-    errors = []
-    tmp = target.with_name(target.name + ".part")
-    for url in item.urls:
-        try:
-            log(f"downloading {url}")
-            with urllib.request.urlopen(url, timeout=60) as response, open(tmp, "wb") as out:
-                shutil.copyfileobj(response, out, 1 << 20)
-            if not _matches(tmp, item):
-                raise OSError(f"checksum mismatch ({'sha256' if item.sha256 else 'md5'})")
-            tmp.replace(target)
-            return
-        except OSError as exc:  # URLError and HTTPError are OSErrors
-            errors.append(f"{url}: {exc}")
-            tmp.unlink(missing_ok=True)
-    raise DataNotFoundError(
-        f"could not download {item.name}: " + "; ".join(errors),
-        hint="check the network (or a proxy), or put the file into the raw root by hand",
-    )
+    """The file from its mirrors, resumable (``debias_bench.data.resumable``)."""
+    pinned = Pinned(sha256=item.sha256, md5=item.md5)
+    fetch_file(item.name, item.urls, pinned, target, log)
+    if pinned.algorithm is None:
+        log(f"{item.name}: no checksum is published; its sha256 is {_digest(target, 'sha256')}")
 
 
 def _fetch_drive(item: DriveFile, folder: Path, log: Log) -> Path:
