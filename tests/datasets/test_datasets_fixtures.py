@@ -52,7 +52,8 @@ def test_every_registered_dataset_builds_and_loads_from_its_fixture(name, tmp_pa
     fingerprint = family.fingerprint(spec.ratios[0])
     assert re.fullmatch(r"[0-9a-f]{16}", fingerprint)
     assert cls(raw, data, **options).fingerprint(spec.ratios[0]) == fingerprint
-    assert family.fingerprint(spec.ratios[-1]) != fingerprint  # other training files
+    if len(spec.ratios) > 1:  # Waterbirds and CelebA have one (the release's training set)
+        assert family.fingerprint(spec.ratios[-1]) != fingerprint  # other training files
 
 
 @pytest.mark.parametrize("name", BUILT_IN)
