@@ -85,7 +85,7 @@ def test_missing_and_inconsistent_files_are_named(tmp_path, capsys):
     family = celeba.CelebA(tmp_path / "raw", tmp_path / "data")
     attrs = (root / celeba.ATTRS).read_text().splitlines()
     (root / celeba.ATTRS).write_text("\n".join(attrs[:-1]) + "\n")
-    with pytest.raises(CorruptDataError, match="lists 1 images that list_attr_celeba.txt has no"):
+    with pytest.raises(CorruptDataError, match=r"lists 1 images that list_attr_celeba\.txt has no"):
         family.rows()
     (root / celeba.ATTRS).write_text("\n".join([*attrs[:3], attrs[3] + " 1"]) + "\n")
     with pytest.raises(CorruptDataError, match="line 4: 41 values for 40 attributes"):

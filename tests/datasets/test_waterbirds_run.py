@@ -26,8 +26,9 @@ def test_smoke_grid_trains_and_the_subpop_table_shows_worst_group(tmp_path, caps
         assert main(report) == 0
         text = capsys.readouterr().out
         assert f"model selection `{selection}`" in text
-        rows = [r for r in text.splitlines() if r.startswith("| waterbirds") or r.startswith(
-            "| celeba")]
+        rows = [
+            r for r in text.splitlines() if r.startswith("| waterbirds") or r.startswith("| celeba")
+        ]
         assert len(rows) == 4, text
         for row in rows:
             cells = [c.strip() for c in row.strip("|").split("|")]
