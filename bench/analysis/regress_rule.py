@@ -132,7 +132,7 @@ class Allowance:
             f"{self.sigma:.3f}) = {self.allowed:.2f} points{floor}"
         )
         lines.append(
-            f"minimum detectable drop ({self.power:.0%} power) = allowance + "
+            f"minimum detectable drop ({self.power * 100:g} % power) = allowance + "
             f"{power_quantile(self.power):.3f} x sigma = {self.mdd:.2f} points"
         )
         return lines

@@ -9,14 +9,15 @@ them in by recording again. Every difference is listed (``changed``); a run that
 seed's recorded value exactly is ``ok``.
 
 A metric's allowance is the larger of ``--tolerance`` (points) and ``z`` (``--noise-z``,
-default 4) times ``sqrt(s^2 (1/M + 1/K) + 2 se^2)``: ``s`` the standard deviation of the
+default 4) times ``sqrt(s^2 (1/M + 1/K) + w se^2)``: ``s`` the standard deviation of the
 metric over the baseline's ``K`` seeds (0 for one seed), ``M`` the new runs of the cell, ``se``
 the standard error of the accuracy on the ``n`` test images the new run measured it on (never
 the baseline's count: a baseline edited to a tiny count cannot widen it), at the Agresti-Coull
-centre ``(x + 2) / (n + 4)``. The first term is the variance of the difference of two means of
-seeds; the second a floor for what a few seeds cannot show (seeds of the ``ci`` sweep spread
-by a median 1.44 test-set standard errors; LfF+BE's 105 bias-aligned Colored MNIST images,
-96-100 % right on each of 15 seeds, came out 90.5 % under other kernels).
+centre ``(x + 2) / (n + 4)``, ``w`` = ``TEST_NOISE_WEIGHT``. The first term is the variance of
+the difference of two means of seeds; the second a floor for what a few seeds cannot show
+(LfF+BE's 105 bias-aligned Colored MNIST images, 96-100 % right on each of 15 seeds, came out
+90.5 % under other kernels). :mod:`debias_bench.analysis.regress_rule` computes it, with the
+minimum detectable drop (the true drop caught with 80 % power) and an explanation.
 
 Why seeds: on another CPU (other SIMD kernels, another BLAS) a short run's float rounding
 takes another path, and training amplifies a last-bit difference the way another seed does;

@@ -1,15 +1,20 @@
 """`bench regress record | check`: catch a method getting worse on a small fixed sweep.
 
-    bench run --preset ci --methods all --datasets cmnist --seeds 0,1,2,3,4 --out BASE
+    bench run --preset ci --methods all --datasets cmnist --set eval_limit=null \
+        --seeds 0,1,2,3,4,5,6,7,8,9 --out BASE
     bench regress record --out BASE -o baseline.json   # once, and after a deliberate change
-    bench run --preset ci --methods all --datasets cmnist --seeds 0 --out RUNS
-    bench regress check  --out RUNS --baseline baseline.json [--tolerance 1.0] [--noise-z 3]
+    bench run --preset ci --methods all --datasets cmnist --set eval_limit=null \
+        --seeds 0,1,2 --out RUNS
+    bench regress check  --out RUNS --baseline baseline.json [--explain CELL]
 
-``check`` exits 1 when a tracked metric of a baseline cell dropped below the mean of the
-baseline's seeds by more than its allowance (the seeds' spread and the test-set noise, see
-:mod:`debias_bench.analysis.regression`) or a cell is missing, and prints the differences; it
-exits 2 (one error line) for a baseline it cannot trust: malformed, without a count or a
-metric, or recorded under another preset or protocol than the sweep's runs.
+A parser over :func:`debias_bench.session.regress.regress_check`: it prints one line per cell
+(its verdict, the test accuracy's allowance and minimum detectable drop), one per metric that
+moved, and a summary line with the minimum detectable drop per dataset; ``--explain CELL``
+prints how that cell's allowances were computed instead. ``check`` exits 1 when a tracked
+metric of a baseline cell dropped below the mean of the baseline's seeds by more than its
+allowance or a cell is missing; it exits 2 (one error line) for a baseline it cannot trust:
+malformed, without a count or a metric, or recorded under another preset or protocol than the
+sweep's runs, or for an unknown ``--explain`` cell.
 """
 
 from __future__ import annotations
@@ -105,7 +110,7 @@ def mdd_line(check: RegressCheck) -> str:
     if not parts:
         return ""
     return (
-        f"; minimum detectable drop at {check.power:.0%} power ({HEADLINE}, median (range) "
+        f"; minimum detectable drop at {check.power * 100:g} % power ({HEADLINE}, median (range) "
         f"over cells, points): " + ", ".join(parts)
     )
 
