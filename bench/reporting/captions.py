@@ -18,10 +18,17 @@ def note_on_test_sets(datasets: list[str], split: str) -> str:
     """Which test sets are unbiased and which hold bias-conflicting samples only."""
     if split != "test":
         return ""
-    conflicting = [dataset_name(d) for d in datasets if kind_of_test_set(d) == "conflicting"]
-    if not conflicting:
-        return " The test sets are unbiased (balanced over biases)."
-    return f" The test sets of {', '.join(conflicting)} hold bias-conflicting samples only."
+    official = [dataset_name(d) for d in datasets if kind_of_test_set(d) == "official"]
+    others = [d for d in datasets if kind_of_test_set(d) != "official"]
+    conflicting = [dataset_name(d) for d in others if kind_of_test_set(d) == "conflicting"]
+    text = ""
+    if others and not conflicting:
+        text = " The test sets are unbiased (balanced over biases)."
+    elif conflicting:
+        text = f" The test sets of {', '.join(conflicting)} hold bias-conflicting samples only."
+    if official:  # Waterbirds, CelebA: the release's own split, neither of the two
+        text += f" {', '.join(official)}: the official test split, as released."
+    return text
 
 
 def caption(
