@@ -689,16 +689,31 @@ def _failing_rows(out: str) -> list[str]:
     return [line for line in out.splitlines() if "| REGRESSED" in line or "| MISSING" in line]
 
 
+#: the seeds of each dataset the check trains (scripts/ci_regress.sh)
+CHECK_SEEDS = {"cmnist": (0, 1, 2), "cifar10c": (0,), "dogs_and_cats": (0,), "bar": (0,)}
+
+
 def _grid_runs(store: Path, to: Path, leave_out: str | None = None) -> Path:
-    """A run store of the kernel grid's seed-0 runs of ``store`` (results, no checkpoints)."""
+    """A run store of the kernel grid's runs of ``store`` on the check's seeds (results, no
+    checkpoints), without the runs of the cell whose folders start with ``leave_out``."""
     for dataset in KERNEL_DATASETS:
         for method in KERNEL_METHODS:
-            name = f"{dataset}_{method}_r5_s0_"
-            if name != leave_out:
-                (run,) = store.glob(f"{name}*")
+            if leave_out and f"{dataset}_{method}_r5_".startswith(leave_out):
+                continue
+            for seed in CHECK_SEEDS[dataset]:
+                (run,) = store.glob(f"{dataset}_{method}_r5_s{seed}_*")
                 ignore = shutil.ignore_patterns("checkpoint.pt")
                 shutil.copytree(run, to / run.name, ignore=ignore)
     return to
+
+
+def _kernel_sweep(env: dict[str, str], seeds: str, out: Path, *extra: str) -> None:
+    """The kernel grid as the check runs it: Colored MNIST on its whole test set, apart."""
+    images = ",".join(d for d in KERNEL_DATASETS if d != "cmnist")
+    for datasets, more in (("cmnist", ["--set", "eval_limit=null"]), (images, [])):
+        grid = [*KERNEL_GRID, "--datasets", datasets, *more, *extra]
+        done = _bench(env, "run", *grid, "--seeds", seeds, "--out", out)
+        assert done.returncode == 0, done.stderr[-3000:]
 
 
 @pytest.mark.slow
@@ -707,8 +722,8 @@ def test_a_baseline_of_older_kernels_holds_here_and_a_planted_regression_fails(
     ci_check, raw_root, data_root, tmp_path
 ):
     """Another machine, simulated: a baseline of 3 seeds recorded with the kernels forced one
-    instruction set older than this machine's, checked against the ci sweep's seed 0 with this
-    machine's own (ci_check's runs: the numbers move, some metrics are 'changed'); it passes
+    instruction set older than this machine's, checked against the ci check's seeds (0-2 on
+    Colored MNIST, 0 elsewhere) with this machine's own (ci_check's runs: the numbers move, some metrics are 'changed'); it passes
     on every dataset. Vanilla on Colored MNIST trained with a learning rate 100 times too
     small: the check fails on that cell only."""
     runs, _ = ci_check
@@ -720,8 +735,7 @@ def test_a_baseline_of_older_kernels_holds_here_and_a_planted_regression_fails(
     forced = _capability(old)
     assert forced != here and forced in ("AVX2", "DEFAULT")
     base, baseline = tmp_path / "base", tmp_path / "baseline.json"
-    done = _bench(old, "run", *KERNEL_GRID, "--seeds", "0,1,2", "--out", base)
-    assert done.returncode == 0, done.stderr[-3000:]
+    _kernel_sweep(old, "0,1,2", base)
     done = _bench(old, "regress", "record", "--out", base, "-o", baseline)
     assert done.returncode == 0, done.stderr[-3000:]
     recorded = json.loads(baseline.read_text())
@@ -737,10 +751,20 @@ def test_a_baseline_of_older_kernels_holds_here_and_a_planted_regression_fails(
     assert "| changed" in check.stdout, check.stdout  # the kernels did move the numbers
     assert f"cpu_capability {forced} in {baseline}, {here} here" in check.stdout
 
-    planted = _grid_runs(runs, tmp_path / "planted", leave_out="cmnist_vanilla_r5_s0_")
+    planted = _grid_runs(runs, tmp_path / "planted", leave_out="cmnist_vanilla_r5_")
     lr = make_config("vanilla", "cmnist", 5, 0, protocol="clean", preset="ci").hparams["lr"]
-    grid = [*KERNEL_GRID, "--methods", "vanilla", "--datasets", "cmnist", "--seeds", "0"]
-    done = _bench(env, "run", *grid, "--set", f"lr={lr / 100:g}", "--out", planted)
+    grid = [
+        *KERNEL_GRID,
+        "--methods",
+        "vanilla",
+        "--datasets",
+        "cmnist",
+        "--set",
+        "eval_limit=null",
+    ]
+    done = _bench(
+        env, "run", *grid, "--set", f"lr={lr / 100:g}", "--seeds", "0,1,2", "--out", planted
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     check = _bench(env, "regress", "check", "--out", planted, "--baseline", baseline)
     assert check.returncode == 1, check.stdout
@@ -762,17 +786,17 @@ def _page_commands() -> tuple[list[str], list[str]]:
 
 
 @pytest.mark.realdata
-def test_the_docs_workflow_checks_seed_0_of_the_sweep_its_baseline_records(
+def test_the_docs_workflow_checks_3_seeds_of_the_sweep_its_baseline_records(
     raw_root, data_root, tmp_path
 ):
-    """The workflow to copy runs the page's check sweep (seed 0) as written and checks it
-    against the baseline the page's recording commands write (the same sweep over seeds 0-4:
+    """The workflow to copy runs the page's check sweep (seeds 0-2) as written and checks it
+    against the baseline the page's recording commands write (the same sweep over seeds 0-9:
     another preset, protocol or grid would be refused or every cell missing); every bench run
     of the page parses (--dry-run), and the torch the runner installs is the baseline's."""
     page, steps = _page_commands()
     record_run, record, check_run, check = page
     assert (
-        record_run.replace("--seeds 0,1,2,3,4 ", "--seeds 0 ").replace(
+        record_run.replace("--seeds 0,1,2,3,4,5,6,7,8,9 ", "--seeds 0,1,2 ").replace(
             "--out ci-baseline-runs", "--out ci-runs"
         )
         == check_run
