@@ -30,6 +30,8 @@ _API: dict[str, str] = {
     "report": "debias_bench.session.report",
     "compare": "debias_bench.session.compare",
     "status": "debias_bench.session.status",
+    "tune": "debias_bench.session.tune",
+    "TuneSummary": "debias_bench.session.tune",
     # methods
     "Method": "debias_bench.training.method",
     "TrainEnv": "debias_bench.training.method",
@@ -152,6 +154,7 @@ __all__ = [
     "Tracker",
     "TrainEnv",
     "TrainStream",
+    "TuneSummary",
     "Uniform",
     "UnknownNameError",
     "Weighted",
@@ -181,6 +184,7 @@ __all__ = [
     "status",
     "stream_seed",
     "train_model",
+    "tune",
 ]
 
 

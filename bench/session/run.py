@@ -40,7 +40,7 @@ from debias_bench.session.execute import Execution, execute
 Names = str | Sequence[str]
 
 
-def _names(value: Names) -> str | list[str]:
+def names_of(value: Names) -> str | list[str]:
     """``"vanilla,lff"``, ``"all"`` or a list, as the registries resolve them."""
     return value if isinstance(value, str) else ",".join(value)
 
@@ -83,8 +83,8 @@ def plan_grid(request: GridRequest) -> Plan:
     if request.hparams:  # checked: types, duplicates, protocol (analysis.tuning_report)
         tuned, notes = tuned_values(request.hparams, request.protocol, request.preset)
     grid = Grid(
-        methods=list(dict.fromkeys(METHODS.resolve(_names(request.methods)))),
-        datasets=list(dict.fromkeys(DATASETS.resolve(_names(request.datasets)))),
+        methods=list(dict.fromkeys(METHODS.resolve(names_of(request.methods)))),
+        datasets=list(dict.fromkeys(DATASETS.resolve(names_of(request.datasets)))),
         ratios=unique(list(request.ratios)) if request.ratios else None,
         seeds=check_seeds([int(s) for s in request.seeds]),
         protocol=request.protocol,

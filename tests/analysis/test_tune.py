@@ -23,7 +23,7 @@ from debias_bench.analysis.tuning import (
 )
 from debias_bench.analysis.tuning_report import TunedView, split_tuned, tuned_table
 from debias_bench.cli import build_parser, main
-from debias_bench.commands.tune import plan_cells, score_cell
+from debias_bench.commands.tune import request_of
 from debias_bench.config.hparams import HParam
 from debias_bench.config.run_config import make_config
 from debias_bench.config.search import Around
@@ -33,6 +33,7 @@ from debias_bench.reporting import load_records
 from debias_bench.runs.provenance import config_json
 from debias_bench.runs.states import RunState
 from debias_bench.runs.store import RunStore
+from debias_bench.session.tune import plan_cells, score_cell
 
 SPACE = {
     "lr": FloatDistribution(1e-4, 1e-2, log=True),
@@ -237,7 +238,7 @@ def _plant(store: RunStore, cells, planted: dict[int, tuple[float, float]]) -> N
 def test_winner_is_chosen_on_validation_never_on_test(tmp_path):
     """Trial 1 is the best on test and the worst on validation: trial 2 must win."""
     args = _args(tmp_path)
-    cells, _ = plan_cells(args)
+    cells, _ = plan_cells(request_of(args))
     store = RunStore(Path(args.out))
     _plant(store, cells, {0: (50.0, 50.0), 1: (10.0, 99.0), 2: (90.0, 5.0)})
     scored = score_cell(cells[0], store, "best_valid")
@@ -256,7 +257,7 @@ def test_winner_is_chosen_on_validation_never_on_test(tmp_path):
 
 def test_a_diverged_trial_loses_and_a_crashed_one_is_a_problem(tmp_path, capsys):
     args = _args(tmp_path)
-    cells, _ = plan_cells(args)
+    cells, _ = plan_cells(request_of(args))
     store = RunStore(Path(args.out))
     _plant(store, cells, {0: (50.0, 50.0), 1: (10.0, 99.0), 2: (90.0, 5.0)})
     diverged = cells[0].trials[2][1][0]
@@ -332,7 +333,7 @@ def test_tuned_yaml_reruns_the_same_runs_through_bench_run(tmp_path, capsys):
     """`bench run --hparams DIR/tuned.yaml` on the rerun seeds finds exactly the reruns of the
     winner, done (the --set values of the search travel in the file)."""
     args = _args(tmp_path)
-    cells, _ = plan_cells(args)
+    cells, _ = plan_cells(request_of(args))
     _plant(RunStore(Path(args.out)), cells, {0: (50.0, 50.0), 1: (10.0, 99.0), 2: (90.0, 5.0)})
     assert main(["tune", *_argv(args)]) == 0
     capsys.readouterr()
@@ -357,7 +358,7 @@ def test_a_broken_tuned_file_is_a_config_error(tmp_path):
 # ------------------------------------------------------------------------- report
 def test_report_keeps_search_runs_out_of_the_official_tables(tmp_path):
     args = _args(tmp_path)
-    cells, _ = plan_cells(args)
+    cells, _ = plan_cells(request_of(args))
     store = RunStore(Path(args.out))
     _plant(store, cells, {0: (50.0, 50.0), 1: (10.0, 99.0), 2: (90.0, 5.0)})
     assert main(["tune", *_argv(args)]) == 0

@@ -1,6 +1,7 @@
 """Issue 49: the Python API page (docs/python-api.md) runs as written, and what it shows holds:
 ``db.run`` trains a grid, ``db.results`` gives the report's numbers, ``db.report`` returns
-exactly the text ``bench report`` prints for the same arguments."""
+exactly the text ``bench report`` prints for the same arguments, ``db.tune`` writes the
+``tuned.yaml`` ``bench tune`` writes."""
 
 from __future__ import annotations
 
@@ -43,3 +44,11 @@ def test_the_page_runs_as_written_and_the_cli_prints_the_same(
     assert len(means) == 2
     rerun = db.run(["vanilla"], ["cmnist"], ratios=[5], seeds=[0, 1], preset="ci", store="runs")
     assert rerun.exit_code == 0 and rerun.ran == 0  # done: nothing trains again
+    # db.tune is bench tune: the same command finds every run done and writes the same choice
+    tuned = tmp_path / "tuning" / "tuned.yaml"
+    chosen = tuned.read_text()
+    argv = ["tune", "--methods", "vanilla", "--datasets", "cmnist", "--ratios", "5",
+            "--trials", "2", "--tune-seeds", "0", "--seeds", "1", "--preset", "ci",
+            "--out", "tuning"]  # fmt: skip
+    assert main(argv) == 0
+    assert tuned.read_text() == chosen
