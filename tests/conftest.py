@@ -26,6 +26,7 @@ REPO = Path(__file__).resolve().parents[1]
 #: and its workers finish together instead of one waiting on a long module started last.
 SLOW_MODULES = (
     "test_regress.py",
+    "test_ray.py",
     "test_launch_local.py",
     "test_real_effect.py",
     "test_slurm.py",

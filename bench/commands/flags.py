@@ -164,10 +164,11 @@ def launcher_args(run: argparse.ArgumentParser) -> None:
         help="do not wait for runs another live `bench run` holds (they count as not done: "
         "exit 1); slurm: also submit and return (follow with bench status)",
     )
+    shared = shared_flags([(entry.name, entry.obj) for entry in LAUNCHERS])
     for entry in LAUNCHERS:
         group = run.add_argument_group(f"--launcher {entry.name}")
         try:
-            _declare(entry.obj, group)
+            _declare(entry.obj, group, shared)
         except argparse.ArgumentError as exc:  # a flag name bench (or a launcher) already has
             raise ConfigError(
                 f"launcher {entry.name!r} ({entry.obj.__module__}): {exc}",
@@ -194,15 +195,47 @@ def _option_type(option: LauncherOption, launcher: str) -> Callable[[str], Any]:
     return parse
 
 
-def _declare(launcher: type[Launchable], group: argparse._ArgumentGroup) -> list[str]:
+#: flag -> (launcher, its option) of each launcher that declares it
+Shared = dict[str, list[tuple[str, LauncherOption]]]
+
+
+def shared_flags(launchers: list[tuple[str, type[Launchable]]]) -> Shared:
+    """The flags that more than one launcher declares (``--cpus-per-run``: slurm's whole
+    CPUs, ray's fractions), with each declaration."""
+    owners: Shared = {}
+    for name, launcher in launchers:
+        for option in launcher.options:
+            owners.setdefault(option.flag, []).append((name, option))
+    return {flag: found for flag, found in owners.items() if len(found) > 1}
+
+
+def _declare(
+    launcher: type[Launchable],
+    group: argparse._ArgumentGroup,
+    shared: Shared | None = None,
+) -> list[str]:
     """The launcher's flags in ``group`` (its declared options; a launcher of the older
     interface declares its own with ``add_arguments``); returns their ``dest`` names. Every
-    flag's default is None (not given), so that the sweep can tell which were given."""
+    flag's default is None (not given), so that the sweep can tell which were given.
+
+    A flag in ``shared`` (the launchers that declare it) is added once, by its first
+    launcher, as text: the chosen launcher's own declaration checks the value
+    (:func:`~debias_bench.launchers.options.launcher_options`, one error naming the option)."""
     before = len(group._group_actions)
     legacy = getattr(launcher, "add_arguments", None)
     if legacy is not None and not launcher.options:
         legacy(group)
     for option in launcher.options:
+        owners = (shared or {}).get(option.flag)
+        if owners:
+            if owners[0][0] == launcher.name:
+                group.add_argument(
+                    option.flag,
+                    dest=option.name,
+                    metavar=option.metavar or option.name.upper(),
+                    help="; ".join(declared.help for _, declared in owners),
+                )
+            continue
         group.add_argument(
             option.flag,
             dest=option.name,
@@ -249,7 +282,13 @@ def launcher_values(args: argparse.Namespace) -> dict[str, Any]:
             "(`bench run --help` lists each launcher's flags under its name)",
         )
     given = {dest: getattr(args, dest, default) for dest, (_, default) in own.items()}
-    return {dest: value for dest, value in given.items() if value is not None}
+    # checked here, under --dry-run too: a flag that launchers share came as text
+    declared = {option.name: option for option in LAUNCHERS.get(chosen).options}
+    return {
+        dest: declared[dest].parse(value, chosen) if dest in declared else value
+        for dest, value in given.items()
+        if value is not None
+    }
 
 
 def execution_of(args: argparse.Namespace) -> Execution:

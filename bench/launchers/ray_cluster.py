@@ -65,33 +65,33 @@ class RunResources:
 def run_resources(
     device: str, cpus: float | None, gpus: float | None, cluster_gpus: float = 0.0
 ) -> RunResources:
-    """A run's resources from ``--device``, ``--ray-cpus-per-run`` and ``--ray-gpus-per-run``
+    """A run's resources from ``--device``, ``--cpus-per-run`` and ``--gpus-per-run``
     (``cpus`` None: one; ``gpus`` None: one GPU under ``--device cuda``, none under ``cpu``,
     and under ``auto`` one where the cluster has GPUs (``cluster_gpus``), else none)."""
     cpus = 1.0 if cpus is None else cpus
     if cpus <= 0:
         raise ConfigError(
-            f"--launcher ray: --ray-cpus-per-run {cpus:g}: a run needs some CPU",
+            f"--launcher ray: --cpus-per-run {cpus:g}: a run needs some CPU",
             hint="give a positive number, such as 1 or 0.5",
         )
     if device.startswith("cuda:"):
         raise ConfigError(
             f"--launcher ray: --device {device}: Ray chooses each run's GPU",
-            hint="use --device cuda (with --ray-gpus-per-run 0.5 to put two runs on one GPU)",
+            hint="use --device cuda (with --gpus-per-run 0.5 to put two runs on one GPU)",
         )
     if device == "cpu" and gpus:
         raise ConfigError(
-            f"--launcher ray: --device cpu with --ray-gpus-per-run {gpus:g}",
-            hint="leave out --ray-gpus-per-run, or use --device cuda",
+            f"--launcher ray: --device cpu with --gpus-per-run {gpus:g}",
+            hint="leave out --gpus-per-run, or use --device cuda",
         )
     if device == "cuda" and gpus == 0:
         raise ConfigError(
-            "--launcher ray: --device cuda with --ray-gpus-per-run 0: the runs would see no GPU",
-            hint="give --ray-gpus-per-run a fraction such as 0.25 or 1, or use --device cpu",
+            "--launcher ray: --device cuda with --gpus-per-run 0: the runs would see no GPU",
+            hint="give --gpus-per-run a fraction such as 0.25 or 1, or use --device cpu",
         )
     if gpus is not None and gpus > 1 and gpus != int(gpus):
         raise ConfigError(
-            f"--launcher ray: --ray-gpus-per-run {gpus:g}: Ray takes a fraction of one GPU "
+            f"--launcher ray: --gpus-per-run {gpus:g}: Ray takes a fraction of one GPU "
             "or whole GPUs",
             hint=f"use {math.floor(gpus)} or {math.ceil(gpus)}",
         )
@@ -144,7 +144,7 @@ class Connection:
         if self.started:
             raise ConfigError(
                 problem,
-                hint="lower --ray-cpus-per-run / --ray-gpus-per-run, or give the local instance "
+                hint="lower --cpus-per-run / --gpus-per-run, or give the local instance "
                 "more with --ray-local-cpus",
             )
         print(

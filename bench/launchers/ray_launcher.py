@@ -1,7 +1,7 @@
 """``--launcher ray``: one Ray task per run, on a Ray cluster (Kubernetes with KubeRay, cloud
 machines) or on a local Ray instance (``pip install -e '.[ray]'``).
 
-Each run asks Ray for ``--ray-cpus-per-run`` CPUs and ``--ray-gpus-per-run`` GPUs (fractions
+Each run asks Ray for ``--cpus-per-run`` CPUs and ``--gpus-per-run`` GPUs (fractions
 pack several small runs on one GPU); Ray queues the tasks and starts each where its resources
 are free. A task runs a supervisor process that runs the run in a worker process, as the local
 launcher does (:mod:`.ray_task`, :mod:`.ray_supervisor`): same run ids, locks, checkpoints,
@@ -84,10 +84,10 @@ class RayLauncher(Launchable):
             metavar="ADDRESS",
         ),
         LauncherOption(
-            "ray_cpus_per_run", "float", "ray: CPUs per run (default 1)", low=0, high=MAX_THREADS
+            "cpus_per_run", "float", "ray: CPUs per run (default 1)", low=0, high=MAX_THREADS
         ),
         LauncherOption(
-            "ray_gpus_per_run",
+            "gpus_per_run",
             "float",
             "ray: GPUs per run; 0.25 puts four runs on one GPU (default: 1 with --device cuda, "
             "or --device auto on a cluster with GPUs; else 0)",
@@ -105,7 +105,7 @@ class RayLauncher(Launchable):
 
     @classmethod
     def from_options(cls, options: LauncherOptions, ctx: LaunchContext) -> Launcher:
-        cpus, gpus = options.ray_cpus_per_run, options.ray_gpus_per_run
+        cpus, gpus = options.cpus_per_run, options.gpus_per_run
         run_resources(ctx.device, cpus, gpus)  # a bad combination fails before Ray starts
         connection = connect(options.ray_address, options.ray_local_cpus)
         try:

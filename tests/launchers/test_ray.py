@@ -60,8 +60,8 @@ def test_ray_missing_is_one_error_naming_the_extra(tmp_path, in_process, monkeyp
 @pytest.mark.parametrize(
     ("flags", "says"),
     [
-        (["--ray-gpus-per-run", "0.5"], "--device cpu with --ray-gpus-per-run 0.5"),
-        (["--ray-cpus-per-run", "0"], "a run needs some CPU"),
+        (["--gpus-per-run", "0.5"], "--device cpu with --gpus-per-run 0.5"),
+        (["--cpus-per-run", "0"], "a run needs some CPU"),
         (["--ray-address", "127.0.0.1:1", "--ray-local-cpus", "2"], "--ray-local-cpus sizes"),
         (["--workers", "2"], "--workers is a flag of --launcher local"),
     ],

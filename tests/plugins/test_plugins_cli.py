@@ -64,7 +64,7 @@ def test_a_plugin_launcher_is_a_choice_with_its_flags_in_help_and_list(write_plu
         main(["run", "--help"])
     assert done.value.code == 0
     shown = capsys.readouterr().out
-    assert "{inline,local,slurm,cli_plugin_launcher}" in shown
+    assert "{inline,local,slurm,ray,cli_plugin_launcher}" in shown
     section = shown.split("--launcher cli_plugin_launcher:")[1]
     assert "--plugin-knob" in section and "cli_plugin_launcher: its own flag" in section
     methods_help = shown.split("\n  --methods")[1].split("\n  --datasets")[0]

@@ -50,7 +50,7 @@ def test_the_readme_launcher_runs_as_printed(tmp_path, raw_root, data_root):
 
     shown = bench("run", "--help", env=env, cwd=home)
     assert shown.returncode == 0, shown.stderr
-    assert "{inline,local,slurm,niced}" in shown.stdout
+    assert "{inline,local,slurm,ray,niced}" in shown.stdout
     section = shown.stdout.split("--launcher niced:")[1]
     assert "--niceness 1..19" in section and "--niced-workers" in section
 
