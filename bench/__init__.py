@@ -32,6 +32,8 @@ _API: dict[str, str] = {
     "status": "debias_bench.session.status",
     "tune": "debias_bench.session.tune",
     "TuneSummary": "debias_bench.session.tune",
+    "regress_check": "debias_bench.session.regress",
+    "regress_record": "debias_bench.session.regress",
     # methods
     "Method": "debias_bench.training.method",
     "TrainEnv": "debias_bench.training.method",
@@ -175,6 +177,8 @@ __all__ = [
     "register_optimizer",
     "register_table",
     "register_tracker",
+    "regress_check",
+    "regress_record",
     "report",
     "results",
     "rng",
@@ -361,10 +365,12 @@ if TYPE_CHECKING:  # what static tools (mypy, the docs) see of the lazy names
     from debias_bench.reporting.runs import finished
     from debias_bench.reporting.stats import seed_stats
     from debias_bench.session.compare import compare
+    from debias_bench.session.regress import regress_check, regress_record
     from debias_bench.session.report import report
     from debias_bench.session.results import results
     from debias_bench.session.run import RunSummary, run
     from debias_bench.session.status import status
+    from debias_bench.session.tune import TuneSummary, tune
     from debias_bench.streams import generator, rng, stream_seed
     from debias_bench.tracking.base import TRACKERS, TrackedRun, Tracker, register_tracker
     from debias_bench.training.method import Method, TrainEnv
