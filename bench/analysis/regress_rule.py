@@ -28,8 +28,11 @@ from debias_bench.reporting.significance import POWER
 DEFAULT_TOLERANCE = 1.0
 #: standard deviations of a metric's spread a drop may reach before it is a regression
 DEFAULT_NOISE_Z = 4.0
-#: the weight of the test-set variance beside the seeds' own (see the module docstring)
-TEST_NOISE_WEIGHT = 1.0
+#: the weight of the test-set variance beside the seeds' own (see the module docstring): with 1,
+#: each seed of the image sets left out of a baseline of the other 4 drops 4.06 of the check's
+#: standard deviations (Dogs & Cats; 2 alarms in 260), with 2 at most 3.46; the power on
+#: Colored MNIST is the same (docs/regression.md, "How the check was sized")
+TEST_NOISE_WEIGHT = 2.0
 
 
 def noise(percent: float, n: int | None, z: float) -> float:

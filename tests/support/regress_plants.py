@@ -2,7 +2,8 @@
 
 ``planted_vanilla`` is Vanilla with one more declared hyperparameter, ``plant``: ``none``
 trains exactly as Vanilla; ``skip_odd_steps`` computes the loss of every batch but takes the
-optimiser step on every other one only (the kind of bug a refactor of a training loop plants).
+optimiser step on every other one only (the kind of bug a refactor of a training loop plants),
+``skip_3_of_4`` on every fourth one only.
 The cell of both is ``DATASET/planted_vanilla/rR/PROTOCOL``, so a baseline of ``plant=none``
 checks the planted runs. Loaded as plugins are (``BENCH_PLUGINS`` names this file), so that the
 local launcher's workers import it too."""
@@ -23,7 +24,9 @@ from debias_bench.methods.vanilla import Vanilla
 from debias_bench.registry import METHODS, register_method
 from debias_bench.training.method import TrainEnv
 
-PLANTS = ("none", "skip_odd_steps")
+PLANTS = ("none", "skip_odd_steps", "skip_3_of_4")
+#: how many updates of each cycle take their optimiser step
+EVERY = {"skip_odd_steps": 2, "skip_3_of_4": 4}
 
 
 @dataclass(frozen=True)
@@ -41,7 +44,8 @@ class PlantedVanilla(Vanilla):
 
     def update(self, batch: Batch) -> dict[str, torch.Tensor]:
         self.updates += 1
-        if self.hp.plant == "skip_odd_steps" and int(self.updates) % 2 == 1:
+        every = EVERY.get(self.hp.plant)
+        if every is not None and int(self.updates) % every != 0:
             with torch.no_grad():
                 loss = F.cross_entropy(self.model(batch.x), batch.y)
             return {"loss": loss}
