@@ -2,7 +2,7 @@
 
 ``record`` (:mod:`debias_bench.analysis.baseline`) keeps, per cell (dataset x method x ratio x
 protocol), the test accuracies of every seed of a finished sweep (usually the ``ci`` preset,
-seeds 0-4). ``compare`` sets a new sweep beside it (usually seed 0 only): a metric whose mean
+many seeds). ``compare`` sets a new sweep beside it (a few seeds): a metric whose mean
 over the new runs drops below the mean of the baseline's seeds by more than its allowance, or
 a cell the new sweep lacks, is a regression. Gains beyond it are reported, never failed: lock
 them in by recording again. Every difference is listed (``changed``); a run that reproduces its

