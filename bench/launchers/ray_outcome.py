@@ -15,8 +15,7 @@ from __future__ import annotations
 
 import time
 
-from debias_bench.errors import FailReason
-from debias_bench.runs.provenance import config_json
+from debias_bench.launchers.run_one import record_not_started
 from debias_bench.runs.run_dir import RunDir
 from debias_bench.runs.states import RunState
 
@@ -75,14 +74,5 @@ def after_error(
         return Ended(task, state, note if state is RunState.INTERRUPTED else _note(status))
     if error.startswith("cancelled"):  # stopped before it started: still to run
         return Ended(task, RunState.PENDING, "stopped before it started", ran=False)
-    with run_dir.claim() as owned:
-        if owned:
-            run_dir.plan(config_json(task.config))
-            run_dir.transition(
-                RunState.FAILED,
-                reason=FailReason.NOT_STARTED,
-                error=f"the Ray task ended before the run started: {error}",
-                exit_code=None,
-                ended=time.time(),
-            )
-    return Ended(task, RunState.FAILED, run_dir.status().get("error", ""))
+    error = f"the Ray task ended before the run started: {error}"
+    return Ended(task, RunState.FAILED, record_not_started(run_dir, task.config, error))

@@ -365,6 +365,24 @@ def record_submission(run_dir: RunDir, job_id: str) -> None:
             run_dir.transition(state, submitted_job_id=job_id)
 
 
+def record_not_started(run_dir: RunDir, config: RunConfig, error: str, **extra: Any) -> str:
+    """A run whose cluster job or task ended before the run started: ``failed``
+    (``not_started``) when no live process holds it, with ``extra`` fields (the job id, its log's
+    tail); the error its status now records."""
+    with run_dir.claim() as owned:
+        if owned:
+            run_dir.plan(config_json(config))
+            run_dir.transition(
+                RunState.FAILED,
+                reason=FailReason.NOT_STARTED,
+                error=error,
+                exit_code=None,
+                ended=time.time(),
+                **extra,
+            )
+    return str(run_dir.status().get("error", ""))
+
+
 def worker_identity() -> dict[str, Any]:
     """Where this process runs, for status.json (host and pid are added by RunDir.transition)."""
     import torch  # here, not at the top: building a sweep needs no torch

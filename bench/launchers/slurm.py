@@ -37,9 +37,9 @@ from pathlib import Path
 from typing import Any
 
 from debias_bench.config.hparams import MAX_THREADS
-from debias_bench.errors import ConfigError, FailReason
+from debias_bench.errors import ConfigError
+from debias_bench.launchers.run_one import record_not_started
 from debias_bench.plugins.loading import import_plugins
-from debias_bench.runs.provenance import config_json
 from debias_bench.runs.states import RunState
 
 from .factories import Launchable, LaunchContext, register_launcher
@@ -296,19 +296,14 @@ class SlurmLauncher(Launchable):
                         ended=time.time(),
                     )
             return Ended(task, RunState.DEAD, note)
-        with run_dir.claim() as owned:
-            if owned:
-                run_dir.plan(config_json(task.config))
-                run_dir.transition(
-                    RunState.FAILED,
-                    reason=FailReason.NOT_STARTED,
-                    error=f"SLURM job {job_id} ended before the run started; see {log}",
-                    stderr_tail=run_dir.log_tail(path=log),
-                    exit_code=None,
-                    slurm_job_id=job_id,
-                    ended=time.time(),
-                )
-        return Ended(task, RunState.FAILED, run_dir.status().get("error", ""))
+        error = record_not_started(
+            run_dir,
+            task.config,
+            f"SLURM job {job_id} ended before the run started; see {log}",
+            stderr_tail=run_dir.log_tail(path=log),
+            slurm_job_id=job_id,
+        )
+        return Ended(task, RunState.FAILED, error)
 
     def active(self) -> dict[str, str]:
         return {
