@@ -365,14 +365,11 @@ def _list_trials(cells: list[Cell], store: RunStore) -> None:
                 print(f"{state}  {cell.label} trial {trial.index}: {trial.values}  {c.run_id}")
 
 
-def _phase(
-    summary: TuneSummary, sweep: Sweep, signum: int | None, phase: str
-) -> bool:  # fmt: skip
-    """Record a phase's outcomes; False when it did not finish in this process."""
+def _phase(summary: TuneSummary, sweep: Sweep, signum: int | None, phase: str) -> bool:
+    """Record a phase's outcomes; False when it did not finish in this process (a signal, or
+    runs detached from it)."""
     summary.outcomes.update({o.config.run_id: o for o in sweep.outcomes})
-    summary.phase, summary.signal = phase, signum
-    summary.stopped = sweep.stopped if sweep.stopped and sweep.stopped.startswith("detached") \
-        else None  # fmt: skip
+    summary.phase, summary.signal, summary.stopped = phase, signum, sweep.stopped
     return summary.finished
 
 
@@ -400,8 +397,8 @@ def tune_grid(
         f"{len(request.tune_seeds)} seed(s)",
         file=sys.stderr,
     )
-    if not _phase(summary, *execute(how, trial_configs, runs, request.preset, request.protocol),
-                  "trials"):  # fmt: skip
+    sweep, signum = execute(how, trial_configs, runs, request.preset, request.protocol)
+    if not _phase(summary, sweep, signum, "trials"):
         return summary
     chosen, finals, summary.problems = choose_winners(request, cells, runs, summary.outcomes)
     summary.tuned = TunedFile(
