@@ -44,13 +44,22 @@ def grid_ids() -> list[str]:
     return lines
 
 
+def _by_cell(lines: list[str]) -> dict[str, str]:
+    """``"preset protocol method dataset ratio seed"`` -> its run id (or ``ERR ...``)."""
+    return {" ".join(line.split()[:6]): " ".join(line.split()[6:]) for line in lines}
+
+
 def test_the_run_ids_of_the_built_in_grid_do_not_move() -> None:
-    golden = GOLDEN.read_text().splitlines()
-    now = grid_ids()
-    moved = [f"{g}  ->  {n.split()[-1]}" for g, n in zip(golden, now, strict=False) if g != n]
-    assert not moved and len(now) == len(golden), (
+    """Every cell of the recorded grid keeps its id; a cell new to the grid (a new dataset or
+    method) must be recorded too (``python tests/config/test_run_ids.py > GOLDEN``)."""
+    golden, now = _by_cell(GOLDEN.read_text().splitlines()), _by_cell(grid_ids())
+    moved = [
+        f"{c} {golden[c]}  ->  {now.get(c, 'gone')}" for c in golden if now.get(c) != golden[c]
+    ]
+    added = sorted(set(now) - set(golden))
+    assert not moved and not added, (
         f"{len(moved)} of {len(golden)} run ids moved (first: {moved[:5]}); "
-        f"{len(now)} cells now, {len(golden)} in {GOLDEN.name}"
+        f"{len(added)} cells not in {GOLDEN.name} (first: {added[:3]})"
     )
 
 
