@@ -211,7 +211,7 @@ def test_loading_benchmark_runs_on_a_fixture(bffhq_raw, tmp_path, capsys):
     args = ["data", "bench", "bffhq", "--raw-root", str(bffhq_raw), "--data-root", str(data)]
     assert main([*args, "--batch-size", "4", "--batches", "2", "--workers", "0"]) == 0
     out = capsys.readouterr().out
-    assert "samples/s" in out and "ours:" in out
+    assert "samples/s" in out and "ours:" in out and "integrity check of the" in out
 
 
 # ------------------------------------------------------------------ LfF npy layout
