@@ -53,6 +53,10 @@ class Comparison:
     #: unless every run of the cell has it)
     tail_mean: float | None = None
     tail_std: float | None = None
+    #: over the same runs, their ``last`` model (set where the cell's selection is another,
+    #: e.g. the best-test numbers LC's and DeNetDM's codes print): shown, never compared
+    last_mean: float | None = None
+    last_std: float | None = None
 
     @property
     def diff(self) -> float | None:
@@ -146,10 +150,12 @@ def compare_frame(
     paper: PaperNumbers | None = None,
     explanations: dict[str, Any] | None = None,
     skip: Collection[str] = (),
+    with_last: bool = False,
 ) -> list[Comparison]:
     """Every (method, ratio) the paper reports for ``dataset`` or we ran, but the methods in
     ``skip``, in the paper's method order then ratio; ours from the rows of ``selection``,
-    ``protocol``, ``preset``."""
+    ``protocol``, ``preset``; ``with_last``: each cell also carries its runs' ``last``
+    numbers."""
     paper = paper or load_paper()
     explanations = explanations or {}
     rows = chosen_rows(frame, dataset, selection, protocol, preset)
@@ -167,6 +173,13 @@ def compare_frame(
         if selection == "last" and n and len(tails) == n:
             tail_mean, tail_std, _ = seed_stats(tails)
             cell = replace(cell, tail_mean=tail_mean, tail_std=tail_std)
+        if with_last and selection != "last":
+            last = chosen_rows(frame, dataset, "last", protocol, preset)
+            last = last[
+                (last["overrides"] == "") & (last["method"] == method) & (last["ratio"] == ratio)
+            ]
+            last_mean, last_std, _ = seed_stats(last["accuracy"])
+            cell = replace(cell, last_mean=last_mean, last_std=last_std)
         if cell.flagged:
             reason = explanation(explanations, dataset, method, ratio) or UNEXPLAINED
             cell = replace(cell, reason=reason)
@@ -210,7 +223,7 @@ def sections(
             continue
         skip = set(ran | main.methods()) - paper.methods()
         cells = compare_frame(
-            frame, dataset, paper.selection, protocol, preset, paper, explanations, skip
+            frame, dataset, paper.selection, protocol, preset, paper, explanations, skip, True
         )
         out.append(Section(paper, paper.selection, cells))
     return out

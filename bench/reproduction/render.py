@@ -57,17 +57,22 @@ def render_table(cells: list[Comparison], numbered: bool = False) -> str:
     """The comparison as a GitHub Markdown table; flagged differences marked ``⚑``. With
     ``numbered``, a flagged cell's reason is a reference ``(k)`` to :func:`reason_notes`."""
     notes = reason_notes(cells)
+    last = any(c.last_mean is not None for c in cells)  # another selection, `last` beside it
     head = "| method | ratio (%) | ours | n | paper | ours − paper | flag | reason |"
-    lines = [head, "|---|---:|---:|---:|---:|---:|:---:|---|"]
+    rule = "|---|---:|---:|---:|---:|---:|:---:|---|"
+    if last:
+        head, rule = head + " ours, `last` |", rule + "---:|"
+    lines = [head, rule]
     for c in cells:
         diff = "–" if c.diff is None else f"{c.diff:+.2f}"
         ours = _stat(c.ours_mean, c.ours_std) if c.n else "not run"
         flag = ("⚑" if c.flagged else "") + (DIP_MARK if c.tail_disagrees else "")
         reason = f"({notes.index(c.reason) + 1})" if numbered and c.flagged else c.reason
-        lines.append(
+        line = (
             f"| {method_name(c.method)} | {c.ratio:g} | {ours} | {c.n} | "
             f"{_stat(c.paper_mean, c.paper_std)} | {diff} | {flag} | {reason} |"
         )
+        lines.append(line + (f" {_stat(c.last_mean, c.last_std)} |" if last else ""))
     return "\n".join(lines)
 
 
@@ -175,6 +180,13 @@ def render_section(
         "",
         *table_with_verdicts(cells),
     ]
+    if any(c.last_mean is not None for c in cells):
+        text[5:5] = [
+            "",
+            f"Column `ours, last`: the same runs' last model (selection `last`), mean ± sample "
+            f"standard deviation; shown beside `{section.selection}`, not compared with the "
+            "paper.",
+        ]
     return "\n".join(text)
 
 

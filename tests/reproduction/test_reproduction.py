@@ -446,9 +446,12 @@ def test_lc_and_denetdm_are_compared_with_their_own_papers_under_their_selection
     main_table, section = out.split("## DeNetDM, LC against their own papers")
     assert "| LC |" not in main_table and "| Vanilla | 1 | 55.00 ± 1.00 |" in main_table
     assert "selection `best_test`" in section and "Liu et al., Avoiding Spurious" in section
-    assert "| LC | 1 | 82.00 ± 2.00 | 3 | 82.25 | -0.25 |  |  |" in section
-    assert "| LC | 0.5 | not run | 0 | 71.25 |" in section
+    # the same runs' last model beside the compared best-test number, never compared
+    assert "| LC | 1 | 82.00 ± 2.00 | 3 | 82.25 | -0.25 |  |  | 80.00 ± 2.00 |" in section
+    assert "Column `ours, last`: the same runs' last model" in section
+    assert "| LC | 0.5 | not run | 0 | 71.25 | – |  |  | – |" in section
     assert "| DeNetDM | 1 | not run | 0 | 85.22 ± 0.76 |" in section
+    assert "ours, `last`" not in main_table  # a `last` table has no second `last` column
     assert "## DeNetDM, LC against their own papers" in readme.read_text()
 
 
