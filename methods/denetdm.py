@@ -66,6 +66,10 @@ Departures
       and ``best_test`` side by side (``best_test`` is the comparable one).
     * The code ignores its ``random_seed`` and draws a seed from ``random.randint(0, 10000)``
       per run; here the run's seed seeds everything (stage 1 draws from ``denetdm.stage1``).
+
+Host synchronisations
+    stage 1 trains in ``prepare``, once, and reads its validation accuracy on the host to
+    keep its best state; stage 2's steps make none (``bench perf --host-syncs``: 0).
 """
 
 from __future__ import annotations
@@ -181,6 +185,7 @@ def distillation_loss(
 
 
 class DeNetDM(Method):
+    host_sync_note = "stage 1 (experts, best state read on the host): once, before training"
     Params = DeNetDMParams
     hp: DeNetDMParams
 

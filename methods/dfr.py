@@ -46,6 +46,12 @@ Departures
       ERM model is each dataset's Vanilla recipe (no paper reports DFR on these datasets).
     * liblinear one-vs-rest for more than two classes is wrapped in ``OneVsRestClassifier``
       (scikit-learn >= 1.8 no longer does it inside ``LogisticRegression``): the same fits.
+
+Host synchronisations
+    all of DFR's training is its preparation stage, run once: the ERM model, then features
+    copied to the host for scikit-learn's logistic regressions (inherent: the official
+    last-layer fit is scikit-learn's). The one engine step after it does nothing
+    (``bench perf --host-syncs``: 0).
 """
 
 from __future__ import annotations
@@ -179,6 +185,7 @@ class _Record:
 
 
 class DFR(Method):
+    host_sync_note = "ERM and scikit-learn's last layer: once, before training; no-op step"
     Params = DFRParams
     hp: DFRParams
 

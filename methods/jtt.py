@@ -63,6 +63,11 @@ Departures
       validation worst-group accuracy. None of the datasets here has an official setting:
       ``jtt.yaml`` follows each dataset's common recipe (as ``vanilla.yaml``), with ``T`` and
       ``lambda_up`` chosen on the Colored MNIST validation split (see the YAML).
+
+Host synchronisations
+    the identification stage (its ERM model, then the error set) runs once in ``prepare``,
+    before training, and may read values on the host; the steps after it are Vanilla's
+    (resampled or weighted on the device) and make none (``bench perf --host-syncs``: 0).
 """
 
 from __future__ import annotations
@@ -95,6 +100,7 @@ def upsampling_weights(error_set: torch.Tensor, upweight: float) -> torch.Tensor
 
 
 class JTT(Vanilla):
+    host_sync_note = "identification stage (ERM, error set): once, before training"
     Params = JTTParams
     hp: JTTParams
 

@@ -95,6 +95,12 @@ Departures
       weighting (validation accuracy 33.7 against 79.6 for the common Adam recipe, quick
       preset, 10 epochs, ``clean``, L2 norm): ``pgd.yaml`` uses the common recipe and keeps the
       release's values in a comment. That choice was made before resampling existed.
+
+Host synchronisations
+    the biased model and the per-sample gradient-norm scoring run once in ``prepare``,
+    before training, and may read values on the host; the step's loss weights are indexed on
+    the device, and resampled epochs are drawn on the host from scores kept there: no step
+    waits for the device (``bench perf --host-syncs``: 0).
 """
 
 from __future__ import annotations
@@ -292,6 +298,7 @@ def release_augment(x: torch.Tensor, draws: torch.Generator) -> torch.Tensor:
 
 
 class PGD(Vanilla):
+    host_sync_note = "biased model and gradient-norm scoring: once, before training"
     Params = PGDParams
     hp: PGDParams
 

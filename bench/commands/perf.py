@@ -10,6 +10,7 @@ the command and the JSON; the tables are drawn by ``perf_tables``.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import platform
@@ -36,6 +37,7 @@ from debias_bench.perf.tables import (
     harness_vs_bare,
     render_comparison,
     render_projection,
+    render_sync_table,
     render_table,
     summarise,
 )
@@ -189,9 +191,9 @@ def cmd_perf(args: argparse.Namespace) -> int:
     if args.track_overhead:
         return cmd_track_overhead(args)
     _check(args)
-    device = resolve_device(args.device)
-    if device.type == "cuda" and device.index is None:
-        device = torch.device("cuda", torch.cuda.current_device())
+    device = _device(args)
+    if args.host_syncs:
+        return cmd_host_syncs(args, device)
     cells = _cells(args, device)
     where = describe_device(device, args.threads)
     print(f"bench perf: {len(cells)} cells on {where}, one process each", file=sys.stderr)
@@ -236,6 +238,56 @@ def cmd_perf(args: argparse.Namespace) -> int:
         return 130
     failed = [m for m in measurements if m.error and not m.error.startswith("skipped")]
     return 1 if failed else 0
+
+
+def _device(args: argparse.Namespace) -> torch.device:
+    device = resolve_device(args.device)
+    if device.type == "cuda" and device.index is None:
+        device = torch.device("cuda", torch.cuda.current_device())
+    return device
+
+
+def cmd_host_syncs(args: argparse.Namespace, device: torch.device) -> int:
+    """``--host-syncs``: each method's host synchronisations per training step
+    (``debias_bench.perf.host_syncs``), counted over the steps after the warmup; evaluation,
+    the only place the engine copies its metrics to the host (once per interval), is outside
+    that window. Every method once, no bare loop, no timing."""
+    cells = [
+        dataclasses.replace(c, host_syncs=True, min_time_s=0.0)
+        for c in _cells(args, device)
+        if c.method != BARE
+    ]
+    cells = list({(c.dataset, c.method): c for c in cells}.values())  # Vanilla once
+    where = describe_device(device, args.threads)
+    print(f"bench perf: host syncs of {len(cells)} cells on {where}", file=sys.stderr)
+    measurements = run_plan(
+        cells, lambda line: print(line, file=sys.stderr, flush=True), args.cell_timeout or None
+    )
+    rows = summarise(measurements)
+    print(f"device: {where}; torch {torch.__version__}; protocol {args.protocol}")
+    print(render_sync_table(rows))
+    print(
+        f"\ncounted: every training step after {args.warmup} warmup (at most {args.steps}; fewer "
+        f"where the {args.budget:g} s budget ran out): batch, update, the engine's bookkeeping; "
+        "not counted: construction, preparation stages, evaluation and logging (once per "
+        "interval). On a CPU every tensor counts as a device tensor."
+    )
+    if args.json:
+        data = {
+            "mode": "host_syncs",
+            "device": where,
+            "device_type": device.type,
+            "torch": torch.__version__,
+            "protocol": args.protocol,
+            "steps": args.steps,
+            "warmup": args.warmup,
+            "measurements": [m.to_dict() for m in measurements],
+            "summary": rows,
+        }
+        write_output(Path(args.json), json.dumps(data, indent=2) + "\n", "--json")
+        print(f"measurements written to {args.json}", file=sys.stderr)
+    failed = [m for m in measurements if m.error and not m.error.startswith("skipped")]
+    return 130 if len(measurements) < len(cells) else 1 if failed else 0
 
 
 def _cells(args: argparse.Namespace, device: torch.device) -> list[Cell]:
@@ -360,6 +412,13 @@ def add(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--devices", type=int, default=1, help="project the grid on this many devices too"
+    )
+    p.add_argument(
+        "--host-syncs",
+        action="store_true",
+        help="instead of timing: count each method's host synchronisations per training step "
+        "(.item(), float() of a tensor, .tolist(), copies to the host, boolean masks, unique, "
+        "nonzero, ...: what makes the host wait for a GPU); on a CPU too",
     )
     p.add_argument(
         "--launcher-overhead",

@@ -77,6 +77,7 @@ from debias_bench.data.spec import DatasetSpec
 from debias_bench.errors import Interrupted
 from debias_bench.methods.common import make_classifier
 from debias_bench.paths import DataPlace
+from debias_bench.perf.host_syncs import SyncCounter
 from debias_bench.registry import DATASETS, METHODS
 from debias_bench.runs.progress import Progress
 from debias_bench.runs.store import RunStore
@@ -103,6 +104,7 @@ class Cell:
     min_time_s: float = 0.0  # the timed window lasts at least this long (fast cells)
     plugins: tuple[str, ...] = ()  # modules registering the method/dataset (tests, plugins)
     sys_path: tuple[str, ...] = ()
+    host_syncs: bool = False  # count host synchronisations in the window (``host_syncs``)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -130,6 +132,9 @@ class Measurement:
     start_mb: float = 0.0  # the same quantity before data and models were built
     memory: str = ""  # what peak_mb is: "peak RSS" or "CUDA max allocated"
     error: str | None = None  # "skipped: ..." when the method cannot run on the dataset
+    host_syncs: int | None = None  # counted in the timed window (Cell.host_syncs), else None
+    host_sync_sites: dict[str, int] | None = None  # the most frequent: "op at file:line" -> n
+    host_sync_note: str = ""  # the method's own words on syncs outside its step
 
     @property
     def ms_per_step(self) -> float:
@@ -139,8 +144,19 @@ class Measurement:
     def steps_per_s(self) -> float:
         return self.timed_steps / self.seconds if self.seconds else math.nan
 
+    @property
+    def host_syncs_per_step(self) -> float | None:
+        if self.host_syncs is None or not self.timed_steps:
+            return None
+        return self.host_syncs / self.timed_steps
+
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "ms_per_step": self.ms_per_step, "steps_per_s": self.steps_per_s}
+        return {
+            **asdict(self),
+            "ms_per_step": self.ms_per_step,
+            "steps_per_s": self.steps_per_s,
+            "host_syncs_per_step": self.host_syncs_per_step,
+        }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Measurement:
@@ -167,14 +183,20 @@ class StepTimer(Progress):
         device: torch.device,
         budget_s: float | None = None,
         min_time_s: float = 0.0,
+        counter: SyncCounter | None = None,
     ) -> None:
         self.warmup, self.steps, self.device, self.budget_s = warmup, steps, device, budget_s
-        self.min_time_s = min_time_s
-        self.began = 0.0
+        self.min_time_s, self.counter = min_time_s, counter
+        self.began, self.total = 0.0, math.inf
         self.window: list[tuple[int, float]] = []  # (step, time) at the two ends
 
     def start(self, run_id: str = "", total_steps: int = 0, start_step: int = 0) -> None:
+        """A run shorter than the warmup (DFR trains in its preparation stage and then makes
+        one update) is timed over its last step."""
         self.began = time.perf_counter()
+        self.total = total_steps or math.inf
+        if total_steps:
+            self.warmup = min(self.warmup, total_steps - 1)
         if self.warmup == 0:
             self._mark(0)
 
@@ -185,10 +207,13 @@ class StepTimer(Progress):
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
         self.window.append((step, time.perf_counter()))
+        if self.counter is not None:  # counts inside the window only
+            self.counter.active = not self.done
 
     def advance(self, step: int) -> None:
         if not self.window:
-            if step == 1 and self.warmup > 0 and self._over(self.began, 1.0):
+            counting = self.counter is not None  # counts need a step inside the window
+            if step == 1 and self.warmup > 0 and self._over(self.began, 1.0) and not counting:
                 self.window.append((0, self.began))  # one slow step: time it, stop
                 self._mark(step)
             elif step >= self.warmup or self._over(self.began, 0.25):
@@ -196,7 +221,8 @@ class StepTimer(Progress):
         elif len(self.window) == 1:
             first_step, first_time = self.window[0]
             long_enough = time.perf_counter() - first_time >= self.min_time_s
-            if (step - first_step >= self.steps and long_enough) or self._over(first_time, 1.0):
+            enough = step - first_step >= self.steps and long_enough
+            if enough or self._over(first_time, 1.0) or step >= self.total:
                 self._mark(step)
 
     @property
@@ -309,14 +335,20 @@ def measure_harness(cell: Cell, device: torch.device) -> Measurement:
         return found
     family = SyntheticFamily.of(spec, train_size_for(hp.batch_size))
     data = (family, family.load(config.ratio))
-    timer = StepTimer(cell.warmup, cell.steps, device, cell.budget_s, cell.min_time_s)
+    counter = SyncCounter(device) if cell.host_syncs else None
+    timer = StepTimer(cell.warmup, cell.steps, device, cell.budget_s, cell.min_time_s, counter)
     with tempfile.TemporaryDirectory(prefix="bench-perf-") as tmp:
         run_dir = RunStore(Path(tmp)).run(config.run_id)
         place = DataPlace(Path(tmp), Path(tmp))
-        with contextlib.suppress(Interrupted):  # the budget ended the window before the end
+        with contextlib.suppress(Interrupted), counter or contextlib.nullcontext():
+            if counter is not None:
+                counter.active = False  # until the timer opens the window
             train_run(config, run_dir, place, device, timer, lambda _: timer.done, data)
     found.warmup_steps = timer.warmup_steps
     found.timed_steps, found.seconds = timer.timed()
+    if counter is not None:
+        found.host_syncs, found.host_sync_sites = counter.total, counter.top_sites()
+        found.host_sync_note = METHODS.get(cell.method).host_sync_note
     return found
 
 

@@ -49,9 +49,23 @@ def summarise(measurements: list[Measurement]) -> list[dict[str, Any]]:
                 "peak_mb": max((m.peak_mb for m in ok), default=None),
                 "start_mb": min((m.start_mb for m in ok), default=None),
                 "error": None if ok else first.error,
+                **_syncs(ok),
             }
         )
     return rows
+
+
+def _syncs(ok: list[Measurement]) -> dict[str, Any]:
+    """The host synchronisations counted (``--host-syncs``): the most per step over repeats."""
+    counted = [m for m in ok if m.host_syncs_per_step is not None]
+    if not counted:
+        return {"host_syncs_per_step": None}
+    worst = max(counted, key=lambda m: m.host_syncs_per_step or 0.0)
+    return {
+        "host_syncs_per_step": worst.host_syncs_per_step,
+        "host_sync_sites": worst.host_sync_sites,
+        "host_sync_note": worst.host_sync_note,
+    }
 
 
 def harness_vs_bare(measurements: list[Measurement]) -> dict[str, dict[str, float]]:
@@ -109,6 +123,28 @@ def render_table(rows: list[dict[str, Any]], rss: bool = True) -> str:
         columns.append(("note", lambda r: r["error"] or ""))
     table = [[show(r) for _, show in columns] for r in rows]
     headers = [name for name, _ in columns]
+    return tabulate(table, headers=headers, tablefmt="github", disable_numparse=True)
+
+
+#: the host-synchronisation table's columns (``bench perf --host-syncs``)
+SYNC_COLUMNS: list[tuple[str, Callable[[dict[str, Any]], str]]] = [
+    *COLUMNS[:4],
+    ("steps counted", _steps),
+    ("host syncs/step", lambda r: _num(r["host_syncs_per_step"], 2)),
+    ("where (op at file:line, count)", lambda r: _sites(r.get("host_sync_sites"))),
+    ("note", lambda r: r["error"] or r.get("host_sync_note") or ""),
+]
+
+
+def _sites(sites: dict[str, int] | None, n: int = 3) -> str:
+    return "; ".join(f"{site} x{count}" for site, count in list((sites or {}).items())[:n])
+
+
+def render_sync_table(rows: list[dict[str, Any]]) -> str:
+    """Host synchronisations per training step of each cell, where they happen, and the
+    method's note on syncs outside its step."""
+    table = [[show(r) for _, show in SYNC_COLUMNS] for r in rows]
+    headers = [name for name, _ in SYNC_COLUMNS]
     return tabulate(table, headers=headers, tablefmt="github", disable_numparse=True)
 
 

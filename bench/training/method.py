@@ -64,6 +64,9 @@ class Method(ABC):
 
     #: set by the registry decorator's caller for messages; informative only
     name: ClassVar[str] = ""
+    #: host synchronisations the method makes outside its training step, where its official
+    #: algorithm has them (a stage run once before training): ``bench perf --host-syncs`` shows it
+    host_sync_note: ClassVar[str] = ""
     #: the method's params class: the engine's keys and the method's own
     Params: ClassVar[type[EngineParams]] = EngineParams
     hp: EngineParams
