@@ -62,7 +62,8 @@ class SampleLossEMA:
         order = torch.sort(index, stable=True).indices
         idx, val = index[order], value[order]
         size = len(self.values)
-        count = torch.bincount(idx, minlength=size)
+        count = torch.zeros(size, dtype=torch.long, device=idx.device)
+        count.index_add_(0, idx, torch.ones_like(idx))  # bincount reads the maximum: a sync
         first = torch.cumsum(count, 0) - count  # position of each entry's first visit
         rank = torch.arange(len(idx), device=idx.device) - first[idx]
         power = (count[idx] - 1 - rank).to(self.values.dtype)

@@ -88,8 +88,9 @@ def end_regularisers(
     # one sum per bias value; sized without reading the labels (no device sync)
     per_bias = torch.zeros(max(n, num_biases), dtype=gram.dtype, device=gram.device)
     per_bias = per_bias.index_add(0, biases, (gram * same_bias).sum(dim=1))  # row i has bias b_i
+    # no pair: the sums are 0, and so is the mean (clamped counts: no host read of the count)
     pairs_perp = same_bias.sum()
-    r_perp = per_bias.abs().sum() / pairs_perp if pairs_perp > 0 else gram.new_zeros(())
+    r_perp = per_bias.abs().sum() / pairs_perp.clamp(min=1)
 
     if par_pairs == "official":
         bias_order = biases[:, None] < biases[None, :]  # higher index i has the smaller bias
@@ -97,8 +98,8 @@ def end_regularisers(
         bias_order = biases[:, None] != biases[None, :]
     par = (labels[:, None] == labels[None, :]) & bias_order & below
     pairs_par = par.sum()
-    zero = gram.new_zeros(())
-    r_par = 1 - ((1 + gram) * par).sum() * 0.5 / pairs_par if pairs_par > 0 else zero
+    r_par = 1 - ((1 + gram) * par).sum() * 0.5 / pairs_par.clamp(min=1)
+    r_par = torch.where(pairs_par > 0, r_par, gram.new_zeros(()))
     return r_perp, r_par
 
 

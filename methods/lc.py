@@ -69,6 +69,14 @@ Departures
       batch 64, if no last batch is dropped); 50,000 steps is DisEnt's length on both, taken when
       these run ids were first published and kept so that they stay valid. ``--set steps=N`` runs
       another length.
+
+Host synchronisations
+    none per step. The code draws each class's partners on the host from the pools' sizes
+    (which depend on the biased model's predictions); here the same distribution is drawn on
+    the device from ``2 x N`` uniforms per step (:func:`mixup_partners`), ``lam`` stays a host
+    tensor and the prior's counts are ``index_add`` sums (``bincount`` reads its input's
+    maximum). Since issue 51 the partner draws come from a different random stream than before:
+    LC's runs are not bit-identical to earlier ones (the distribution is the same).
 """
 
 from __future__ import annotations
@@ -119,20 +127,27 @@ def mixup_partners(
 ) -> torch.Tensor:
     """Each sample's Group MixUp partner (a row of the batch): a uniform draw, with
     replacement, among the minority samples of its class, or, where its class has none in the
-    batch, a random permutation of its class's rows."""
-    partner = torch.empty_like(y)
-    y_cpu, minority_cpu = y.cpu(), minority.cpu()
-    for k in range(num_classes):
-        rows = torch.nonzero(y_cpu == k).flatten()
-        if len(rows) == 0:
-            continue
-        pool = torch.nonzero((y_cpu == k) & minority_cpu).flatten()
-        if len(pool):
-            picked = pool[torch.randint(len(pool), (len(rows),), generator=draws)]
-        else:
-            picked = rows[torch.randperm(len(rows), generator=draws)]
-        partner[rows.to(y.device)] = picked.to(y.device)
-    return partner
+    batch, a random permutation of its class's rows.
+
+    All on the device, with no host synchronisation (the pools' sizes depend on the biased
+    model's predictions): ``2 x N`` uniform draws from ``draws`` (the same number every step)
+    pick the ``floor(u m)``-th of the class's ``m`` minority rows, and order each class's rows
+    at random (sorted by a second draw, then stably by class) for the permutation."""
+    n, device = len(y), y.device
+    pick, keys = torch.rand(2, n, generator=draws).to(device, non_blocking=True)
+    # rows sorted by (class, majority), batch order within: class k's minority rows come first
+    group = 2 * y + (~minority).long()
+    by_group = torch.sort(group, stable=True).indices
+    counts = torch.zeros(2 * num_classes, dtype=torch.long, device=device)
+    counts.index_add_(0, group, torch.ones_like(group))
+    start, pool = (torch.cumsum(counts, 0) - counts)[2 * y], counts[2 * y]
+    nth = torch.minimum((pick * pool).long(), (pool - 1).clamp(min=0))
+    from_pool = by_group[(start + nth).clamp(max=n - 1)]
+    # the r-th row of a class (batch order) is paired with the r-th of its random order
+    shuffled = torch.argsort(keys)
+    shuffled = shuffled[torch.sort(y[shuffled], stable=True).indices]
+    permuted = torch.empty_like(y).scatter_(0, torch.sort(y, stable=True).indices, shuffled)
+    return torch.where(pool > 0, from_pool, permuted)
 
 
 class GroupPrior:
@@ -153,8 +168,8 @@ class GroupPrior:
             self.ema.update_in_order(cells, p_true)
             return
         n = self.k**2
-        counts = torch.bincount(cells, minlength=n).to(p_true.dtype)
         sums = torch.zeros(n, device=p_true.device, dtype=p_true.dtype).index_add_(0, cells, p_true)
+        counts = torch.zeros_like(sums).index_add_(0, cells, torch.ones_like(p_true))
         means = sums / (counts + 1e-4)  # the code's 1e-4 in the denominator
         if self.avg_type == "mv_batch":
             alpha = self.ema.alpha
@@ -209,7 +224,8 @@ class LC(Method):
             self.prior.update(y, pseudo, probs.gather(1, y[:, None]).squeeze(1))
             correction = self.prior.matrix(hp.column_norm)[:, pseudo].t()  # N x K
             t = 0.5 * sigmoid_rampup(self.steps_done.value, hp.curr_step)
-            lam = float(torch.empty(()).uniform_(1 - 2 * t, 1 - t, generator=self.mix_draws))
+            # a host tensor (never read back): its value multiplies on any device
+            lam = torch.empty(()).uniform_(1 - 2 * t, 1 - t, generator=self.mix_draws)
             partner = mixup_partners(y, pseudo != y, self.spec.num_classes, self.mix_draws)
             x_mixed = lam * batch.x + (1 - lam) * batch.x[partner]
             prior_mixed = lam * correction + (1 - lam) * correction[partner]
@@ -222,7 +238,7 @@ class LC(Method):
             "loss_d": loss_d.detach(),
             "loss_b": loss_b.detach(),
             "pseudo_conflicting": (pseudo != y).float().mean(),
-            "lam": torch.tensor(lam),
+            "lam": lam,
         }
 
     def predict(self, x: torch.Tensor) -> torch.Tensor:

@@ -121,21 +121,32 @@ class SelecMix(Method):
         self.aux_optimizer = self.optimizer_for(self.aux, settings=aux_settings)
 
     # ------------------------------------------------------------------ pieces
-    def choose_mode(self) -> str:
-        """One pairing mode per big batch; ``rand`` flips a fair coin (official ``a > 0.5``)."""
+    def intra_draw(self) -> torch.Tensor:
+        """Whether this big batch pairs within its classes (``intra``), as a host bool tensor;
+        ``rand`` flips a fair coin (official ``a > 0.5``), never read back as a Python bool."""
         if self.hp.pairing != "rand":
-            return self.hp.pairing
-        return "intra" if torch.rand(1).item() > 0.5 else "inter"
+            return torch.tensor(self.hp.pairing == "intra")
+        return torch.rand(1)[0] > 0.5
 
     @torch.no_grad()
-    def mix(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor, str]:
-        """Mixed inputs and labels of the whole big batch (step 1-3 above)."""
+    def mix(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Mixed inputs and labels of the whole big batch (step 1-3 above), and whether it
+        paired within classes. Under ``rand`` both modes' partners are computed and the coin
+        selects on the device (branching on it in Python would wait for the device)."""
         z = self.aux(batch.x)
-        mode = self.choose_mode()
-        partner = contradicting_partners(z @ z.t(), batch.y, mode, self.hp.strict_pairs)
+        intra = self.intra_draw()
+        sim, strict = z @ z.t(), self.hp.strict_pairs
+        if self.hp.pairing == "rand":
+            partner = torch.where(
+                intra.to(sim.device, non_blocking=True),
+                contradicting_partners(sim, batch.y, "intra", strict),
+                contradicting_partners(sim, batch.y, "inter", strict),
+            )
+        else:
+            partner = contradicting_partners(sim, batch.y, self.hp.pairing, strict)
         lam = torch.rand(len(batch.y), device=batch.x.device) * 0.5  # Beta(1, 1) * 0.5
         x_mix, y_mix = selective_mixup(batch.x, batch.y, partner, lam)
-        return x_mix, y_mix, mode
+        return x_mix, y_mix, intra
 
     def main_loss(self, part: Batch, x_mix: torch.Tensor, y_mix: torch.Tensor) -> torch.Tensor:
         """The main model(s)' loss on one mini-batch (forward order as officially: clean, then
@@ -163,7 +174,7 @@ class SelecMix(Method):
 
     # ------------------------------------------------------------------ interface
     def update(self, batch: Batch) -> dict[str, torch.Tensor | float]:
-        x_mix, y_mix, mode = self.mix(batch)
+        x_mix, y_mix, intra = self.mix(batch)
         pairs = [(self.optimizer, self.scheduler)]
         if self.hp.base == "lff":
             pairs.append((self.optimizer_b, self.scheduler_b))
@@ -178,7 +189,7 @@ class SelecMix(Method):
         return {
             "loss": torch.stack(main).mean(),
             "gsc": torch.stack(aux).mean(),
-            "intra": float(mode == "intra"),
+            "intra": intra.float(),
         }
 
     def predict(self, x: torch.Tensor) -> torch.Tensor:

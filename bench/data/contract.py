@@ -162,8 +162,11 @@ def crop_flip_nhwc(
     x = images
     if padding:
         padded = F.pad(images, (0, 0, padding, padding, padding, padding))
-        oy = torch.randint(0, 2 * padding + 1, (n,), generator=generator).to(images.device)
-        ox = torch.randint(0, 2 * padding + 1, (n,), generator=generator).to(images.device)
+        # non_blocking: a blocking copy to a GPU waits for its stream (a host sync a batch)
+        oy = torch.randint(0, 2 * padding + 1, (n,), generator=generator)
+        oy = oy.to(images.device, non_blocking=True)
+        ox = torch.randint(0, 2 * padding + 1, (n,), generator=generator)
+        ox = ox.to(images.device, non_blocking=True)
         # every image row is a contiguous run of w*c values: view the padded rows as runs at
         # each horizontal offset, then pick (sample, row oy+i, offset ox) for all at once
         runs = padded.reshape(n, h + 2 * padding, -1).unfold(2, w * c, c)
@@ -171,9 +174,10 @@ def crop_flip_nhwc(
         x = runs[torch.arange(n, device=images.device)[:, None], rows, ox[:, None]]
         x = x.view(n, h, w, c)
     if flip:
-        mirrored = (torch.rand(n, generator=generator) < 0.5).to(images.device)
-        x = x.clone() if x is images else x  # never write into the caller's tensor
-        x[mirrored] = x[mirrored].flip(2)
+        mirrored = (torch.rand(n, generator=generator) < 0.5).to(images.device, non_blocking=True)
+        # a select, not a boolean-mask assignment (whose nonzero waits for the device); a new
+        # tensor, never the caller's
+        x = torch.where(mirrored.view(n, 1, 1, 1), x.flip(2), x)
     return x
 
 
@@ -272,7 +276,7 @@ class TrainStream:
         while True:
             # drawn on the CPU (the same order on any device), moved where the split lives
             # once per epoch, not once per batch
-            order = self.epoch_rows(epoch).to(self.split.labels.device)
+            order = self.epoch_rows(epoch).to(self.split.labels.device, non_blocking=True)
             for k in range(offset, steps_per_epoch):
                 rows = order[k * self.batch_size : (k + 1) * self.batch_size]
                 # Augmentation draws are keyed by step so that skipping batches on resume

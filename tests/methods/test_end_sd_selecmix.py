@@ -289,9 +289,10 @@ def test_selecmix_mixes_with_the_partner_and_lam_at_most_half():
     method, spec = _method("selecmix", aux_backbone="mlp", aux_mlp_hidden=[32])
     batch = toy_batch(spec, n=32)
     torch.manual_seed(1)
-    x_mix, y_mix, mode = method.mix(batch)
+    x_mix, y_mix, intra = method.mix(batch)
     with torch.no_grad():
         z = method.aux(batch.x)
+    mode = "intra" if bool(intra) else "inter"
     partner = contradicting_partners(z @ z.t(), batch.y, mode, strict=True)
     assert torch.equal(y_mix, batch.y[partner])
     # x_mix - x_p = lam (x - x_p): recover lam where x differs from its partner
@@ -306,10 +307,10 @@ def test_selecmix_mixes_with_the_partner_and_lam_at_most_half():
 def test_selecmix_coin_is_fair():
     method, _ = _method("selecmix", aux_backbone="mlp")
     torch.manual_seed(0)
-    intra = sum(method.choose_mode() == "intra" for _ in range(400))
+    intra = sum(bool(method.intra_draw()) for _ in range(400))
     assert 160 < intra < 240
     method.hp = dataclasses.replace(method.hp, pairing="inter")
-    assert {method.choose_mode() for _ in range(10)} == {"inter"}
+    assert {bool(method.intra_draw()) for _ in range(10)} == {False}
 
 
 def test_official_auxiliary_model_is_a_cifar_resnet18_with_a_128d_head():
