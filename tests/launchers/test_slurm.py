@@ -71,7 +71,7 @@ def test_tiny_grid_through_slurm(tmp_path, in_process):
     assert "exit code 1" in failures and "RuntimeError: scripted failure" in failures
 
     if TRACKING:  # each Slurm job sent its run to both trackers (issue 27: every launcher)
-        from test_tracking import mlflow_runs, same_curve, store_losses, tb_scalars
+        from support.tracked import mlflow_runs, same_curve, store_losses, tb_scalars
 
         tracked = mlflow_runs(db, out)
         assert set(tracked) == {d.run_id for d in RunStore(out).runs()}
