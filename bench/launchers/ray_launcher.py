@@ -128,7 +128,10 @@ class RayLauncher(Launchable):
             "retry_exceptions": False,
         }
         self.submitted: dict[str, _Submitted] = {}
-        self.read_at = 0.0
+        # two clocks: the sweep asks active() before every poll(), so one shared clock would
+        # let active() keep the settling runs from ever being read again
+        self.read_at = 0.0  # active(): the queued runs' statuses
+        self.settled_at = 0.0  # poll(): the settling runs' records
 
     def free(self) -> int:
         return 1 << 30  # Ray queues the tasks and starts each where its resources are free
@@ -167,11 +170,12 @@ class RayLauncher(Launchable):
                 except Exception as exc:
                     sub.error = describe(self.ray, exc)
                     sub.settle_by = time.monotonic() + self.ctx.grace_s + SETTLE_EXTRA_S
-                    self.read_at = 0.0  # look at the store now
+                    self.settled_at = 0.0  # look at the store now
                 else:
                     ended.append(ray_outcome.returned(sub.task, self.store.run(run_id), state))
                     del self.submitted[run_id]
-        if time.monotonic() - self.read_at >= READ_EVERY_S:
+        if time.monotonic() - self.settled_at >= READ_EVERY_S:
+            self.settled_at = time.monotonic()
             ended += self._settle()
         return ended
 

@@ -135,6 +135,12 @@ def test_killed_ray_worker_then_killed_sweep_then_resume(tmp_path, in_process):
         assert run_dir is not None
         os.kill(int(run_dir.status()["ray_worker_pid"]), signal.SIGKILL)
         _, err = first.communicate(timeout=180)
+    except subprocess.TimeoutExpired:
+        first.kill()
+        _, err = first.communicate()
+        pytest.fail(
+            f"the sweep did not end after its Ray worker was killed: {run_dir.status()}\n{err}"
+        )
     finally:
         first.kill()
     assert first.returncode == 1, err
@@ -165,3 +171,38 @@ def test_killed_ray_worker_then_killed_sweep_then_resume(tmp_path, in_process):
     code, _, err = in_process("run", *bench_args(plain, "6", steps=steps))
     assert code == 0, err
     assert accuracies(out) == accuracies(plain)
+
+
+@needs_ray
+@pytest.mark.slow
+def test_a_run_that_records_its_end_after_its_task_died_still_ends_the_sweep(tmp_path):
+    """The run's Ray worker killed while the run hangs in a read (it ignores SIGTERM): Ray
+    reports the task failed at once, the supervisor records the run only after ``--grace``
+    (when it kills the worker). The sweep reads the store again until it has (it once stopped
+    reading after its first look, and waited forever), and ends, naming the run."""
+    out = tmp_path / "runs"
+    args = [*bench_args(out, "3"), *RAY, "--grace", "3"]  # ratio 3: hangs at its 5th batch
+    sweep = subprocess.Popen(
+        [sys.executable, "-m", "debias_bench.cli", "run", *args],
+        env=bench_env(tmp_path),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        _wait_for(lambda: _midway(out, 3) is not None, 240, "the run hanging in its read")
+        run_dir = _midway(out, 3)
+        assert run_dir is not None
+        os.kill(int(run_dir.status()["ray_worker_pid"]), signal.SIGKILL)
+        _, err = sweep.communicate(timeout=90)
+    except subprocess.TimeoutExpired:
+        sweep.kill()
+        _, err = sweep.communicate()
+        pytest.fail(f"the sweep did not end after its Ray worker was killed:\n{err}")
+    finally:
+        sweep.kill()
+    assert sweep.returncode == 1, err
+    assert run_dir.lock_held() is False
+    state = run_dir.effective_state()
+    assert state in (RunState.INTERRUPTED, RunState.DEAD, RunState.FAILED), run_dir.status()
+    assert f"1 {state.value}" in err, err
