@@ -47,7 +47,12 @@ _API: dict[str, str] = {
     "Around": "debias_bench.config.search",
     "predict_labels": "debias_bench.training.metrics",
     "make_classifier": "debias_bench.methods.common",
+    "build_backbone": "debias_bench.training.backbones",
+    "Backbone": "debias_bench.training.backbones",
     "train_model": "debias_bench.methods.biased",
+    "generalized_ce": "debias_bench.methods.losses",
+    "SampleLossEMA": "debias_bench.methods.ema",
+    "relative_difficulty": "debias_bench.methods.ema",
     "SampleWeights": "debias_bench.methods.state",
     "SampleMask": "debias_bench.methods.state",
     "StepCounter": "debias_bench.methods.state",
@@ -71,6 +76,7 @@ _API: dict[str, str] = {
     "TrainStream": "debias_bench.data.contract",
     "ColourBiasedDigits": "debias_bench.datasets.cmnist",
     "ColoredMNIST": "debias_bench.datasets.cmnist",
+    "CachedImageFamily": "debias_bench.datasets.cached",
     "IdxSource": "debias_bench.datasets.mnist_raw",
     # registries
     "METHODS": "debias_bench.registry",
@@ -117,8 +123,10 @@ __all__ = [
     "TRACKERS",
     "UNIFORM",
     "Around",
+    "Backbone",
     "Batch",
     "BenchError",
+    "CachedImageFamily",
     "Cell",
     "Choice",
     "ColoredMNIST",
@@ -144,6 +152,7 @@ __all__ = [
     "PresetValues",
     "Row",
     "RunSummary",
+    "SampleLossEMA",
     "SampleMask",
     "SampleWeights",
     "Sampler",
@@ -162,8 +171,10 @@ __all__ = [
     "Weighted",
     "WorkerProcess",
     "__version__",
+    "build_backbone",
     "compare",
     "finished",
+    "generalized_ce",
     "generator",
     "hparam",
     "make_classifier",
@@ -179,6 +190,7 @@ __all__ = [
     "register_tracker",
     "regress_check",
     "regress_record",
+    "relative_difficulty",
     "report",
     "results",
     "rng",
@@ -335,6 +347,7 @@ if TYPE_CHECKING:  # what static tools (mypy, the docs) see of the lazy names
     from debias_bench.data.family import DatasetFamily, PresetValues
     from debias_bench.data.options import DataOption
     from debias_bench.data.spec import DatasetSpec
+    from debias_bench.datasets.cached import CachedImageFamily
     from debias_bench.datasets.cmnist import ColoredMNIST, ColourBiasedDigits
     from debias_bench.datasets.mnist_raw import IdxSource
     from debias_bench.errors import (
@@ -350,6 +363,8 @@ if TYPE_CHECKING:  # what static tools (mypy, the docs) see of the lazy names
     from debias_bench.launchers.scheduler import Ended, Launcher, Task
     from debias_bench.methods.biased import train_model
     from debias_bench.methods.common import make_classifier
+    from debias_bench.methods.ema import SampleLossEMA, relative_difficulty
+    from debias_bench.methods.losses import generalized_ce
     from debias_bench.methods.state import SampleMask, SampleWeights, StepCounter
     from debias_bench.registry import (
         DATASETS,
@@ -373,6 +388,7 @@ if TYPE_CHECKING:  # what static tools (mypy, the docs) see of the lazy names
     from debias_bench.session.tune import TuneSummary, tune
     from debias_bench.streams import generator, rng, stream_seed
     from debias_bench.tracking.base import TRACKERS, TrackedRun, Tracker, register_tracker
+    from debias_bench.training.backbones import Backbone, build_backbone
     from debias_bench.training.method import Method, TrainEnv
     from debias_bench.training.metrics import predict_labels
     from debias_bench.training.sampling import UNIFORM, GroupBalanced, Sampler, Weighted

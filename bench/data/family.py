@@ -159,11 +159,6 @@ class DatasetFamily(ABC):
         """The declared options, by name."""
         return declared_options(cls)
 
-    @classmethod
-    def option_names(cls) -> list[str]:
-        """The build/read options it accepts (``--data-option KEY=VALUE``)."""
-        return list(declared_options(cls))
-
     def option_values(self) -> dict[str, Any]:
         """Every option's value for this instance (defaults included)."""
         return dict(self._option_values)
