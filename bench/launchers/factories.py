@@ -46,6 +46,7 @@ class LaunchContext:
     on_submitted: Callable[[dict[str, str]], None] = lambda jobs: None  # run id -> job id
     progress: Callable[[Task], Progress] = lambda task: Progress()  # a display, in process
     track: tuple[TrackSpec, ...] = ()  # experiment trackers every run is sent to
+    cells: tuple[tuple[str, str], ...] = ()  # the sweep's (dataset, method) pairs
 
     def worker_job(self, task: Task, device: str = "cpu", **status_fields: Any) -> WorkerJob:
         """What a worker process needs to run ``task`` into this sweep's store (see

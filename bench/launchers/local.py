@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from pathlib import Path
 
 from debias_bench.config.hparams import MAX_THREADS
 from debias_bench.errors import ConfigError
@@ -25,9 +27,18 @@ from . import forkserver
 from .factories import Launchable, LaunchContext, register_launcher
 from .job import WorkerJob
 from .options import LauncherOption, LauncherOptions
+from .packing import AUTO, Cell, Gpu, choose, gpu_inventory, read_perf
 from .process import WorkerProcess
 from .scheduler import Ended, Launcher, Task
-from .slots import Slot, SlotPool, crowding_now, plan_slots, user_threads, visible_gpus
+from .slots import (
+    Slot,
+    SlotPool,
+    cpu_cores,
+    crowding_now,
+    plan_slots,
+    user_threads,
+    visible_gpus,
+)
 
 #: the most workers or runs per GPU a flag may ask for: far beyond any machine, short of a typo
 MAX_WORKERS = 1024
@@ -63,7 +74,21 @@ class LocalLauncher(Launchable):
             high=MAX_WORKERS,
         ),
         LauncherOption(
-            "jobs_per_gpu", "int", "local: runs sharing one GPU (default 1)", 1, 1, MAX_WORKERS
+            "jobs_per_gpu",
+            "int",
+            "local: runs sharing one GPU (default 1); auto: as many as the sweep's cells fit "
+            "by their `bench perf` peak memory and step time (--perf-json)",
+            1,
+            1,
+            MAX_WORKERS,
+            words=(AUTO,),
+        ),
+        LauncherOption(
+            "perf_json",
+            "str",
+            "local: the `bench perf --device cuda --json` file --jobs-per-gpu auto reads "
+            "(default: perf.json in --out)",
+            metavar="FILE",
         ),
         LauncherOption(
             "threads",
@@ -79,9 +104,20 @@ class LocalLauncher(Launchable):
     def from_options(cls, options: LauncherOptions, ctx: LaunchContext) -> Launcher:
 
         check_worker_imports(cls.name)  # torchvision, once here rather than in every worker
-        return cls(
-            ctx, local_slots(ctx.device, options.workers, options.jobs_per_gpu, options.threads)
+        if options.perf_json is not None and options.jobs_per_gpu != AUTO:
+            raise ConfigError(
+                "--perf-json is read by --jobs-per-gpu auto only",
+                hint="add --jobs-per-gpu auto, or leave out --perf-json",
+            )
+        perf_json = Path(options.perf_json or ctx.store.root / "perf.json")
+        slots = local_slots(
+            ctx.device,
+            options.workers,
+            options.jobs_per_gpu,
+            options.threads,
+            auto=lambda gpus: auto_jobs(ctx.cells, perf_json, gpus),
         )
+        return cls(ctx, slots)
 
     def free(self) -> int:
         return self.pool.free()
@@ -139,21 +175,53 @@ class LocalLauncher(Launchable):
 
 
 def local_slots(
-    device: str, workers: int | None, jobs_per_gpu: int = 1, threads: int | None = None
+    device: str,
+    workers: int | None,
+    jobs_per_gpu: int | str = 1,
+    threads: int | None = None,
+    auto: Callable[[list[int]], int] | None = None,
 ) -> list[Slot]:
     """The local launcher's slots for ``--device``, ``--workers``, ``--jobs-per-gpu`` and
-    ``--threads`` (default: ``OMP_NUM_THREADS`` when the user set it)."""
+    ``--threads`` (default: ``OMP_NUM_THREADS`` when the user set it). ``--jobs-per-gpu auto``
+    asks ``auto`` for the number, given this process's indices of the sweep's GPUs."""
     import torch
 
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
     gpus: list[str] = []
+    indices: list[int] = []
     if device.startswith("cuda"):
         resolve_device(device)  # a clear error when no GPU is visible
         gpus = visible_gpus(os.environ.get("CUDA_VISIBLE_DEVICES"), torch.cuda.device_count())
+        indices = list(range(len(gpus)))
         if ":" in device:
             index = int(device.split(":", 1)[1])
             if index >= len(gpus):
                 raise ConfigError(f"--device {device}: only {len(gpus)} GPU(s) visible")
-            gpus = [gpus[index]]
+            gpus, indices = [gpus[index]], [index]
+    if jobs_per_gpu == AUTO:
+        if not gpus:
+            raise ConfigError(
+                f"--jobs-per-gpu auto packs runs on GPUs, and this sweep runs on the CPU "
+                f"(--device {device}{'' if torch.cuda.is_available() else '; no GPU visible'})",
+                hint="CPU runs use --workers N (the cores are shared among the N workers)",
+            )
+        if auto is None:
+            raise TypeError("local_slots: jobs_per_gpu='auto' needs auto=")
+        jobs_per_gpu = auto(indices)
+    assert isinstance(jobs_per_gpu, int)
     return plan_slots(workers, gpus, jobs_per_gpu, threads=threads or user_threads(os.environ))
+
+
+def auto_jobs(
+    cells: Iterable[Cell],
+    perf_json: Path,
+    indices: list[int],
+    inventory: Callable[[list[int]], list[Gpu]] = gpu_inventory,
+) -> int:
+    """``--jobs-per-gpu auto`` for a sweep of ``cells`` on the GPUs at ``indices``
+    (:mod:`.packing`), with the lines that say how it chose, on stderr."""
+    packing = choose(cells, read_perf(perf_json), inventory(indices), cpu_cores())
+    for line in packing.lines():
+        print(line, file=sys.stderr, flush=True)
+    return packing.jobs

@@ -41,6 +41,7 @@ class LauncherOption:
     high: float | None = None
     choices: tuple[str, ...] | None = None
     metavar: str | None = None
+    words: tuple[str, ...] = ()  # taken as they are beside the kind's values (``auto``)
 
     @property
     def flag(self) -> str:
@@ -51,6 +52,8 @@ class LauncherOption:
         None (not given)."""
         if value is None:
             return None
+        if isinstance(value, str) and value.strip() in self.words:
+            return value.strip()
         param = HParam(
             self.name,
             self.kind,
@@ -62,14 +65,23 @@ class LauncherOption:
             nullable=True,
         )
         where = f"--launcher {launcher} option {self.name}"
-        parsed = param.parse(value.strip() if isinstance(value, str) else value, where)
+        try:
+            parsed = param.parse(value.strip() if isinstance(value, str) else value, where)
+        except ConfigError:
+            if not self.words:
+                raise
+            raise ConfigError(
+                f"{where}: {self.name}={value!r} is not valid ({self.name} is {self.describe()})",
+                hint=self.help,
+            ) from None
         return float(parsed) if self.kind == "float" else parsed
 
     def describe(self) -> str:
-        """What the option takes (``an int in [1, 512]``), for errors."""
-        return HParam(
+        """What the option takes (``int >= 1 and <= 1024 or auto``), for errors."""
+        described = HParam(
             self.name, self.kind, None, "", low=self.low, high=self.high, choices=self.choices
         ).describe()
+        return " or ".join([described, *self.words])
 
 
 def launcher_options(

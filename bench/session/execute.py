@@ -175,6 +175,7 @@ def _prepared_launcher(
         on_submitted=_record_jobs(store),
         progress=lambda task: RunProgress(task.label),
         track=tuple(track),
+        cells=tuple(dict.fromkeys((c.dataset, c.method) for c in configs)),
     )
     launcher = build_launcher(how.launcher, how.launcher_options, context)  # checks them
     try:

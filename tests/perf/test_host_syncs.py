@@ -129,3 +129,13 @@ def test_cli_writes_host_syncs_per_step_in_the_summary(plugin, tmp_path, capsys)
     assert rows["vanilla"]["host_syncs_per_step"] == 0
     # DFR trains in its preparation stage (not counted) and makes one update, counted
     assert rows["dfr"]["host_syncs_per_step"] == 0 and rows["dfr"]["host_sync_note"]
+
+
+def test_lc_steps_without_waiting_for_the_device():
+    """Issue 51's LC case: 12 runs packed on one H100, LC's six made about 4 steps/s each
+    against DeNetDM's 95, LC alone about 137. Its step drew mixup partners on the host (22
+    syncs a step on Colored MNIST before cfc4130); a step that waits for a shared GPU waits for
+    every other run's kernels. The cause, checked on a CPU: no host sync in its step."""
+    found = run_cell(Cell("cmnist", "lc", **TINY))
+    assert found.error is None and found.timed_steps == 3
+    assert found.host_syncs == 0, found.host_sync_sites
