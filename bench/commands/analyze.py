@@ -1,4 +1,4 @@
-"""`bench analyze nc` and `bench analyze ablation`.
+"""`bench analyze nc`, `ablation`, `tune` and `amp`.
 
 `nc`: Figure-2-style curves of accuracy and Neural Collapse over training.
 
@@ -14,11 +14,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from debias_bench.analysis import amp_parity
 from debias_bench.analysis.ablations import ABLATIONS, ablation_frame, get_ablation, plot_ablation
 from debias_bench.analysis.tuning import TUNED_FILE, read_tuned
 from debias_bench.analysis.tuning_report import plot_tuning
+from debias_bench.config.selection import SELECTIONS
 from debias_bench.errors import BenchError
 from debias_bench.reporting.figures import save_png_pdf
+from debias_bench.reporting.records import METRICS
 from debias_bench.runs.run_dir import RunDir
 from debias_bench.runs.store import RunStore
 
@@ -141,6 +144,29 @@ def cmd_tune(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_amp(args: argparse.Namespace) -> int:
+    """bf16 against float32 per cell, from the runs of ``--out`` under both precisions."""
+    from debias_bench.session.results import results
+
+    read = {"selection": args.selection, "preset": args.preset}
+    full = results(args.out, where={"amp": "none"}, **read)
+    half = results(args.out, where={"amp": "bf16"}, **read)
+    cells = amp_parity.parity(full, half, args.metric)
+    if not cells:
+        raise BenchError(
+            f"no cell of {args.out} ran both in float32 and under bf16 on a shared seed",
+            hint="train the same grid twice, once with `--set amp=bf16`",
+        )
+    text = amp_parity.to_csv(cells)
+    if args.output:
+        Path(args.output).write_text(text)
+        print(f"wrote {args.output}", file=sys.stderr)
+    print(amp_parity.render_markdown(amp_parity.read_rows(text)))
+    kept = sum(cell.keeps is True for cell in cells)
+    print(f"{kept} of {len(cells)} cells keep their accuracy under bf16", file=sys.stderr)
+    return 0
+
+
 def add(sub: argparse._SubParsersAction) -> None:
     what = command_with_verbs(sub, "analyze", "analyses of trained runs", dest="analysis")
     nc = what.add_parser("nc", help="accuracy and NC1-NC3 over training (paper Fig. 2)")
@@ -163,3 +189,16 @@ def add(sub: argparse._SubParsersAction) -> None:
     tune.add_argument("--out", required=True, help="the run store bench tune wrote")
     tune.add_argument("-o", "--output", default="tune.png", help="figure path (PNG and PDF)")
     tune.set_defaults(func=cmd_tune)
+    amp = what.add_parser(
+        "amp", help="accuracy under amp=bf16 against float32, paired by seed, per cell"
+    )
+    amp.add_argument("--out", default="results/runs", help="run store")
+    amp.add_argument("--selection", default="last", choices=SELECTIONS)
+    amp.add_argument("--metric", default="accuracy", choices=METRICS)
+    amp.add_argument("--preset", help="only runs of this preset")
+    amp.add_argument(
+        "-o",
+        "--output",
+        help=f"write the cells as CSV (amp=auto reads {amp_parity.PARITY_CSV.name})",
+    )
+    amp.set_defaults(func=cmd_amp)

@@ -24,18 +24,24 @@ from typing import Any
 import torch
 
 from debias_bench.errors import ConfigError
+from debias_bench.training.amp_policy import bf16_cells
 
 AMP_CHOICES = ("none", "bf16", "auto")
 
 
-def amp_dtype(setting: Any, device: torch.device) -> torch.dtype | None:
-    """The autocast dtype ``amp`` asks for on ``device`` (None: full precision)."""
+def amp_dtype(
+    setting: Any, device: torch.device, cell: tuple[str, str] | None = None
+) -> torch.dtype | None:
+    """The autocast dtype ``amp`` asks for on ``device`` (None: full precision). ``auto``:
+    bf16 on a GPU that supports it, for a (dataset, method) ``cell`` whose accuracy bf16 was
+    measured to keep (:func:`~debias_bench.training.amp_policy.bf16_cells`); else none."""
     name = "none" if setting in (None, False) else str(setting).lower()
     if name not in AMP_CHOICES:
         raise ConfigError(f"amp must be one of {', '.join(AMP_CHOICES)}, not {setting!r}")
     if name == "auto":
         cuda = device.type == "cuda" and torch.cuda.is_available()
-        name = "bf16" if cuda and torch.cuda.is_bf16_supported() else "none"
+        measured = cell is not None and cell in bf16_cells()
+        name = "bf16" if cuda and measured and torch.cuda.is_bf16_supported() else "none"
     return torch.bfloat16 if name == "bf16" else None
 
 

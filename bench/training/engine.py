@@ -339,7 +339,7 @@ class _Training:
         if self.fingerprint is not None:
             _check_fingerprint(run_dir, self.checkpoint, self.fingerprint)
         accelerate(self.method.modules(), hp.as_dict(), device)
-        self.amp = amp_dtype(hp.amp, device)
+        self.amp = amp_dtype(hp.amp, device, (config.dataset, config.method))
         self.total_steps, self.eval_every = 0, 1  # set once prepared or resumed (set_length)
         self.tracker = SelectionTracker()
         self.iid, self.iid_note = iid_valid(self.splits.valid, config.ratio, config.seed)
