@@ -24,7 +24,7 @@ from typing import Any
 import torch
 
 from debias_bench import paths
-from debias_bench.config.run_config import PROTOCOLS, RunConfig
+from debias_bench.config.run_config import PROTOCOLS, RunConfig, parse_overrides
 from debias_bench.errors import ConfigError
 from debias_bench.paths import DataPlace
 from debias_bench.perf.cells import run_cell_isolated
@@ -143,6 +143,8 @@ def _check(args: argparse.Namespace) -> None:
         raise ConfigError("--batch-size must be at least 1")
     if args.threads is not None and args.threads < 1:
         raise ConfigError("--threads must be at least 1")
+    if args.cuda_sync_debug and not args.host_syncs:
+        raise ConfigError("--cuda-sync-debug checks --host-syncs", hint="add --host-syncs")
     if args.project and args.batch_size:
         raise ConfigError(
             "--project needs the paper batch sizes", hint="drop --batch-size to project the grid"
@@ -192,6 +194,11 @@ def cmd_perf(args: argparse.Namespace) -> int:
         return cmd_track_overhead(args)
     _check(args)
     device = _device(args)
+    if args.cuda_sync_debug and device.type != "cuda":
+        raise ConfigError(
+            f"--cuda-sync-debug is PyTorch's CUDA check; this measures on {device.type}",
+            hint="--device cuda, or --host-syncs alone (which counts on any device)",
+        )
     if args.host_syncs:
         return cmd_host_syncs(args, device)
     cells = _cells(args, device)
@@ -209,7 +216,7 @@ def cmd_perf(args: argparse.Namespace) -> int:
     projection = _projection(rows, args)
     memory = next((m.memory for m in measurements if m.memory), "peak RSS")
 
-    print(f"device: {where}; torch {torch.__version__}; protocol {args.protocol}")
+    print(f"device: {where}; torch {torch.__version__}; protocol {args.protocol}{_sets(args)}")
     print(render_table(rows, rss=memory == "peak RSS"))
     print()
     for line in render_comparison(comparison, args.repeats) + render_notes(args, memory):
@@ -240,6 +247,11 @@ def cmd_perf(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def _sets(args: argparse.Namespace) -> str:
+    """``; --set amp=bf16`` for the header line, when ``--set`` was given."""
+    return "".join(f"; --set {item}" for item in args.set or [])
+
+
 def _device(args: argparse.Namespace) -> torch.device:
     device = resolve_device(args.device)
     if device.type == "cuda" and device.index is None:
@@ -253,7 +265,7 @@ def cmd_host_syncs(args: argparse.Namespace, device: torch.device) -> int:
     the only place the engine copies its metrics to the host (once per interval), is outside
     that window. Every method once, no bare loop, no timing."""
     cells = [
-        dataclasses.replace(c, host_syncs=True, min_time_s=0.0)
+        dataclasses.replace(c, host_syncs=True, sync_debug=args.cuda_sync_debug, min_time_s=0.0)
         for c in _cells(args, device)
         if c.method != BARE
     ]
@@ -264,7 +276,7 @@ def cmd_host_syncs(args: argparse.Namespace, device: torch.device) -> int:
         cells, lambda line: print(line, file=sys.stderr, flush=True), args.cell_timeout or None
     )
     rows = summarise(measurements)
-    print(f"device: {where}; torch {torch.__version__}; protocol {args.protocol}")
+    print(f"device: {where}; torch {torch.__version__}; protocol {args.protocol}{_sets(args)}")
     print(render_sync_table(rows))
     print(
         f"\ncounted: every training step after {args.warmup} warmup (at most {args.steps}; fewer "
@@ -281,6 +293,8 @@ def cmd_host_syncs(args: argparse.Namespace, device: torch.device) -> int:
             "protocol": args.protocol,
             "steps": args.steps,
             "warmup": args.warmup,
+            "set": parse_overrides(args.set),
+            "cuda_sync_debug": args.cuda_sync_debug,
             "measurements": [m.to_dict() for m in measurements],
             "summary": rows,
         }
@@ -309,6 +323,7 @@ def _cells(args: argparse.Namespace, device: torch.device) -> list[Cell]:
         min_time_s=args.min_time,
         plugins=tuple(plugins),
         sys_path=tuple(sys_path),
+        sets=tuple(parse_overrides(args.set).items()),
     )
 
 
@@ -351,6 +366,7 @@ def write_json(
         "min_time_s": args.min_time,
         "cell_timeout_s": args.cell_timeout or None,
         "batch_size_override": args.batch_size,
+        "set": parse_overrides(args.set),
         "target_speed": TARGET,
         "cells_planned": planned,  # more than len(measurements): stopped early
         "measurements": [m.to_dict() for m in measurements],
@@ -406,6 +422,13 @@ def add(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--batch-size", type=int, help="one batch size for every cell")
     p.add_argument("--threads", type=int, help="CPU threads of every cell (default: torch's)")
     p.add_argument("--protocol", default="official", choices=list(PROTOCOLS))
+    p.add_argument(
+        "--set",
+        action="append",
+        metavar="KEY=VALUE",
+        help="override a hyperparameter of every cell (repeatable), e.g. --set amp=bf16; the "
+        "bare loop keeps float32",
+    )
     p.add_argument("--json", metavar="FILE", help="write every measurement as JSON")
     p.add_argument(
         "--project", action="store_true", help="the paper grid's projected time, per cell"
@@ -419,6 +442,12 @@ def add(sub: argparse._SubParsersAction) -> None:
         help="instead of timing: count each method's host synchronisations per training step "
         "(.item(), float() of a tensor, .tolist(), copies to the host, boolean masks, unique, "
         "nonzero, ...: what makes the host wait for a GPU); on a CPU too",
+    )
+    p.add_argument(
+        "--cuda-sync-debug",
+        action="store_true",
+        help="with --host-syncs on CUDA: the counted steps also under PyTorch's "
+        'torch.cuda.set_sync_debug_mode("error"), so a step that syncs fails its cell',
     )
     p.add_argument(
         "--launcher-overhead",

@@ -14,6 +14,10 @@ CPU tensors, where nothing ever waits: on the CPU every tensor counts as a devic
 GPU only tensors off the CPU count. What counts is listed in :data:`SYNC_OPS`,
 :data:`MASK_INDEXED`, :data:`HOST_COPIES` and :data:`CONVERSIONS`, and nowhere else.
 
+On CUDA, ``torch_check`` also puts the counted window under PyTorch's own detector,
+``torch.cuda.set_sync_debug_mode("error")`` (``bench perf --host-syncs --cuda-sync-debug``): a
+step that synchronises then fails with PyTorch's error, a cross-check of the count.
+
 Not counted: reads of the step counter PyTorch's optimisers keep on the host by design (a
 non-capturable Adam's ``step``; ``torch/optim`` frames), which never wait for the device.
 """
@@ -66,23 +70,38 @@ _HERE = os.path.abspath(__file__)
 class SyncCounter:
     """Host synchronisations counted while :attr:`active` (``with counter:`` installs the
     modes; the caller opens and closes the window, e.g. around a run's steps). ``device``: the
-    run's device; on the CPU every tensor counts as a device tensor."""
+    run's device; on the CPU every tensor counts as a device tensor. ``torch_check`` (CUDA):
+    while active inside ``with``, PyTorch's ``set_sync_debug_mode("error")`` too."""
 
-    def __init__(self, device: torch.device | str = "cpu") -> None:
+    def __init__(self, device: torch.device | str = "cpu", torch_check: bool = False) -> None:
         self.every_tensor = torch.device(device).type == "cpu"
-        self.active = True
+        self.torch_check = torch_check and not self.every_tensor
+        self._active = True
         self.total = 0
         self.sites: collections.Counter[str] = collections.Counter()  # "op at file:line"
         self._quiet = 0  # inside a counted conversion: its own copies are not counted again
         self._modes: list[Any] = []
 
+    @property
+    def active(self) -> bool:
+        return self._active
+
+    @active.setter
+    def active(self, value: bool) -> None:
+        self._active = value
+        if self.torch_check and self._modes:
+            torch.cuda.set_sync_debug_mode("error" if value else "default")
+
     def __enter__(self) -> SyncCounter:
         self._modes = [_Conversions(self), _Dispatch(self)]
         for mode in self._modes:
             mode.__enter__()
+        self.active = self._active
         return self
 
     def __exit__(self, *exc: object) -> None:
+        if self.torch_check:
+            torch.cuda.set_sync_debug_mode("default")
         for mode in reversed(self._modes):
             mode.__exit__(*exc)
         self._modes = []

@@ -105,6 +105,8 @@ class Cell:
     plugins: tuple[str, ...] = ()  # modules registering the method/dataset (tests, plugins)
     sys_path: tuple[str, ...] = ()
     host_syncs: bool = False  # count host synchronisations in the window (``host_syncs``)
+    sync_debug: bool = False  # on CUDA: the window also under set_sync_debug_mode("error")
+    sets: tuple[tuple[str, Any], ...] = ()  # ``--set`` overrides of every cell (amp=bf16)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -114,6 +116,7 @@ class Cell:
         data = json.loads(text)
         for key in ("plugins", "sys_path"):
             data[key] = tuple(data.get(key, ()))
+        data["sets"] = tuple(tuple(pair) for pair in data.get("sets", ()))
         return cls(**data)
 
 
@@ -204,6 +207,8 @@ class StepTimer(Progress):
         return self.budget_s is not None and time.perf_counter() - since >= fraction * self.budget_s
 
     def _mark(self, step: int) -> None:
+        if self.counter is not None:  # the window's own synchronisation is not counted
+            self.counter.active = False
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
         self.window.append((step, time.perf_counter()))
@@ -307,6 +312,7 @@ def cell_overrides(method: str, cell: Cell) -> dict[str, Any]:
         overrides["backbone"] = "resnet18"  # same network; its weights do not change the speed
     if cell.batch_size:
         overrides["batch_size"] = cell.batch_size
+    overrides.update(dict(cell.sets))
     return overrides
 
 
@@ -335,7 +341,7 @@ def measure_harness(cell: Cell, device: torch.device) -> Measurement:
         return found
     family = SyntheticFamily.of(spec, train_size_for(hp.batch_size))
     data = (family, family.load(config.ratio))
-    counter = SyncCounter(device) if cell.host_syncs else None
+    counter = SyncCounter(device, cell.sync_debug) if cell.host_syncs else None
     timer = StepTimer(cell.warmup, cell.steps, device, cell.budget_s, cell.min_time_s, counter)
     with tempfile.TemporaryDirectory(prefix="bench-perf-") as tmp:
         run_dir = RunStore(Path(tmp)).run(config.run_id)
