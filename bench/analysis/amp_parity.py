@@ -25,8 +25,19 @@ from debias_bench.training.amp_policy import PARITY_CSV, read_rows
 __all__ = ["PARITY_CSV", "Parity", "parity", "read_rows", "render_markdown", "to_csv"]
 #: what identifies a cell of the table
 CELL = ("dataset", "preset", "protocol", "ratio", "method")
-FIELDS = (*CELL, "n", "float32", "float32_sd", "bf16", "bf16_sd", "diff", "low", "high", "p")
-FIELDS += ("keeps",)
+FIELDS = (
+    *CELL,
+    "n",
+    "float32",
+    "float32_sd",
+    "bf16",
+    "bf16_sd",
+    "diff",
+    "low",
+    "high",
+    "p",
+    "keeps",
+)
 
 
 @dataclass(frozen=True)
@@ -93,7 +104,7 @@ def parity(full: pd.DataFrame, half: pd.DataFrame, metric: str = "accuracy") -> 
         seeds = sorted(set(fp32) & set(bf16))
         if not seeds:
             continue
-        dataset, preset, protocol, ratio, method = key
+        dataset, preset, protocol, ratio, method = (str(part) for part in key)
         a, b = Sample({s: bf16[s] for s in seeds}), Sample({s: fp32[s] for s in seeds})
         cells = (str(dataset), str(preset), str(protocol), float(ratio), str(method))
         out.append(Parity(*cells, full=b, half=a, diff=difference(a, b)))
