@@ -24,6 +24,7 @@ from debias_bench.reporting.figures import save_png_pdf
 from debias_bench.reporting.records import METRICS
 from debias_bench.runs.run_dir import RunDir
 from debias_bench.runs.store import RunStore
+from debias_bench.session.results import results
 
 from .common import command_with_verbs
 
@@ -146,8 +147,6 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
 def cmd_amp(args: argparse.Namespace) -> int:
     """bf16 against float32 per cell, from the runs of ``--out`` under both precisions."""
-    from debias_bench.session.results import results
-
     read = {"selection": args.selection, "preset": args.preset}
     full = results(args.out, where={"amp": "none"}, **read)
     half = results(args.out, where={"amp": "bf16"}, **read)
