@@ -91,4 +91,3 @@ def test_auto_chooses_bf16_only_on_a_gpu_and_only_for_a_cell_measured_to_keep(
     assert amp_dtype("auto", cuda, ("cmnist", "lff")) is torch.bfloat16
     assert amp_dtype("auto", cuda, ("cmnist", "vanilla")) is None  # not measured
     amp_policy.bf16_cells.cache_clear()
-
