@@ -269,7 +269,7 @@ class EngineParams:
     )
     input_div255: bool = hparam(False, "divide inputs by 255 again (the official MLPs)")
     pretrained_weights: str | None = hparam(
-        None, "path of ImageNet weights for resnet18_pretrained"
+        None, "path of ImageNet weights for resnet18_pretrained / resnet50_pretrained"
     )
     track_nc: bool = hparam(False, "Neural Collapse metrics at every evaluation")
     nc_limit: int = hparam(10000, "training samples used for the NC metrics", low=1)
