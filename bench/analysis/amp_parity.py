@@ -130,11 +130,12 @@ def render_markdown(rows: list[dict[str, str]]) -> str:
         "|---|---|---:|---|---:|---:|---:|---:|---:|:---:|",
     ]
     for r in rows:
-        diff = "–" if not r["diff"] else f"{float(r['diff']):+.2f} [{r['low']}, {r['high']}]"
+        f = {k: f"{float(r[k]):.2f}" if r[k] else "–" for k in FIELDS[6:13]}
+        diff = f"{float(r['diff']):+.2f} [{f['low']}, {f['high']}]" if r["diff"] else "–"
         keeps = {"True": "yes", "False": "**no**"}.get(r["keeps"], "–")
         lines.append(
             f"| {r['dataset']} | {r['preset']} | {float(r['ratio']):g} | "
-            f"{method_name(r['method'])} | {r['n']} | {r['float32']} ± {r['float32_sd']} | "
-            f"{r['bf16']} ± {r['bf16_sd']} | {diff} | {r['p'] or '–'} | {keeps} |"
+            f"{method_name(r['method'])} | {r['n']} | {f['float32']} ± {f['float32_sd']} | "
+            f"{f['bf16']} ± {f['bf16_sd']} | {diff} | {r['p'] or '–'} | {keeps} |"
         )
     return "\n".join(lines)

@@ -91,3 +91,14 @@ def test_auto_chooses_bf16_only_on_a_gpu_and_only_for_a_cell_measured_to_keep(
     assert amp_dtype("auto", cuda, ("cmnist", "lff")) is torch.bfloat16
     assert amp_dtype("auto", cuda, ("cmnist", "vanilla")) is None  # not measured
     amp_policy.bf16_cells.cache_clear()
+
+
+def test_the_performance_page_shows_the_committed_cells_as_rendered():
+    """docs/performance.md's bf16 table is the committed CSV that amp=auto reads, rendered."""
+    from debias_bench.analysis.amp_parity import PARITY_CSV, render_markdown
+
+    page = (Path(__file__).resolve().parents[2] / "docs" / "performance.md").read_text()
+    section = page.split("## bf16 against float32", 1)[1].split("\n## ", 1)[0]
+    assert PARITY_CSV.is_file(), f"{PARITY_CSV} is not committed: bench analyze amp -o writes it"
+    assert render_markdown(read_rows(PARITY_CSV.read_text())) in section
+    assert ("cmnist", "selecmix") not in bf16_cells() and ("cmnist", "lff") in bf16_cells()
