@@ -6,7 +6,7 @@ difference ``bf16 - float32`` is tested with the project's paired t-test and int
 (:func:`~debias_bench.reporting.significance.difference`). A cell *keeps its accuracy* under
 bf16 when the mean difference is no worse than minus the float32 seeds' sample standard
 deviation: a loss inside the seeds' own spread. ``amp=auto`` chooses bf16 on a GPU for those
-cells only (:func:`~debias_bench.training.amp_policy.bf16_cells`).
+cells only (:func:`~debias_bench.config.amp_policy.bf16_cells`).
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from debias_bench.config.amp_policy import PARITY_CSV, read_rows
 from debias_bench.reporting.layout import method_name, method_order
 from debias_bench.reporting.significance import Difference, Sample, difference
-from debias_bench.training.amp_policy import PARITY_CSV, read_rows
 
 __all__ = ["PARITY_CSV", "Parity", "parity", "read_rows", "render_markdown", "to_csv"]
 #: what identifies a cell of the table

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from debias_bench.config.amp_policy import bf16_loss_note
 from debias_bench.config.run_config import (
     Resolution,
     RunConfig,
@@ -116,6 +117,8 @@ def expand(grid: Grid) -> tuple[list[RunConfig], list[str]]:
     if not configs:
         raise ConfigError("the grid is empty", hint="; ".join(notes) or None)
     notes += [n for d in grid.datasets for m in grid.methods if (n := bare_defaults_note(m, d))]
+    asked = {(c.dataset, c.method) for c in configs if str(c.hparams.get("amp")) == "bf16"}
+    notes += [n for d, m in sorted(asked) if (n := bf16_loss_note(d, m))]
     unique = {c.run_id: c for c in configs}  # --seeds 0,0 or --ratios 5,5.0: one run each
     return list(unique.values()), notes
 

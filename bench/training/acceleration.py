@@ -23,8 +23,8 @@ from typing import Any
 
 import torch
 
+from debias_bench.config.amp_policy import bf16_cells
 from debias_bench.errors import ConfigError
-from debias_bench.training.amp_policy import bf16_cells
 
 AMP_CHOICES = ("none", "bf16", "auto")
 
@@ -34,7 +34,7 @@ def amp_dtype(
 ) -> torch.dtype | None:
     """The autocast dtype ``amp`` asks for on ``device`` (None: full precision). ``auto``:
     bf16 on a GPU that supports it, for a (dataset, method) ``cell`` whose accuracy bf16 was
-    measured to keep (:func:`~debias_bench.training.amp_policy.bf16_cells`); else none."""
+    measured to keep (:func:`~debias_bench.config.amp_policy.bf16_cells`); else none."""
     name = "none" if setting in (None, False) else str(setting).lower()
     if name not in AMP_CHOICES:
         raise ConfigError(f"amp must be one of {', '.join(AMP_CHOICES)}, not {setting!r}")

@@ -12,10 +12,10 @@ import torch
 
 from debias_bench.analysis.amp_parity import parity, to_csv
 from debias_bench.cli import main
+from debias_bench.config import amp_policy
+from debias_bench.config.amp_policy import bf16_cells, read_rows
 from debias_bench.reporting.significance import PAIRED
-from debias_bench.training import amp_policy
 from debias_bench.training.acceleration import amp_dtype
-from debias_bench.training.amp_policy import bf16_cells, read_rows
 
 GRID = ["--methods", "vanilla", "--datasets", "toy", "--ratios", "20", "--seeds", "0,1"]
 GRID += ["--protocol", "clean", "--device", "cpu", "--set", "steps=8", "--set", "eval_every=4"]
@@ -80,7 +80,7 @@ def test_auto_chooses_bf16_only_on_a_gpu_and_only_for_a_cell_measured_to_keep(
     cells = parity(_frame({0: 70.0, 1: 72.0, 2: 74.0}), _frame({0: 70.1, 1: 71.9, 2: 74.2}))
     table.write_text(to_csv(cells))
     monkeypatch.setattr(amp_policy, "PARITY_CSV", table)
-    amp_policy.bf16_cells.cache_clear()
+    amp_policy._verdicts.cache_clear()
     assert bf16_cells() == {("cmnist", "lff")}
     cpu = torch.device("cpu")
     assert amp_dtype("auto", cpu, ("cmnist", "lff")) is None  # never on a CPU
@@ -90,7 +90,7 @@ def test_auto_chooses_bf16_only_on_a_gpu_and_only_for_a_cell_measured_to_keep(
     cuda = torch.device("cuda")
     assert amp_dtype("auto", cuda, ("cmnist", "lff")) is torch.bfloat16
     assert amp_dtype("auto", cuda, ("cmnist", "vanilla")) is None  # not measured
-    amp_policy.bf16_cells.cache_clear()
+    amp_policy._verdicts.cache_clear()
 
 
 def test_the_performance_page_shows_the_committed_cells_as_rendered():
@@ -102,3 +102,14 @@ def test_the_performance_page_shows_the_committed_cells_as_rendered():
     assert PARITY_CSV.is_file(), f"{PARITY_CSV} is not committed: bench analyze amp -o writes it"
     assert render_markdown(read_rows(PARITY_CSV.read_text())) in section
     assert ("cmnist", "selecmix") not in bf16_cells() and ("cmnist", "lff") in bf16_cells()
+
+
+def test_a_grid_asking_for_bf16_where_it_was_measured_to_lose_is_told_at_once(tmp_path, capsys):
+    """SelecMix lost 38 points under bf16 on Colored MNIST: a grid that asks for it says so
+    before anything runs (a dry run prints the plan); LfF, which kept its accuracy, does not."""
+    args = ["run", "--methods", "selecmix,lff", "--datasets", "cmnist", "--ratios", "5"]
+    args += ["--preset", "ci", "--set", "amp=bf16", "--out", str(tmp_path / "runs"), "--dry-run"]
+    assert main(args) == 0
+    err = capsys.readouterr().err
+    assert "selecmix on cmnist under amp=bf16: measured to lose accuracy" in err
+    assert "lff on cmnist under amp=bf16" not in err
