@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import csv
 import io
-import math
 from dataclasses import dataclass
 
 import pandas as pd
@@ -21,6 +20,7 @@ import pandas as pd
 from debias_bench.config.amp_policy import PARITY_CSV, read_rows
 from debias_bench.reporting.layout import method_name, method_order
 from debias_bench.reporting.significance import Difference, Sample, difference
+from debias_bench.reporting.stats import seed_stats
 
 __all__ = ["PARITY_CSV", "Parity", "parity", "read_rows", "render_markdown", "to_csv"]
 #: what identifies a cell of the table
@@ -40,6 +40,11 @@ FIELDS = (
 )
 
 
+def _sd(sample: Sample) -> float:
+    """A sample's seed spread as every table of the project gives it (0 for one seed)."""
+    return seed_stats(sample.values.values())[1] or 0.0
+
+
 @dataclass(frozen=True)
 class Parity:
     """One cell: float32 and bf16 over the seeds both ran, and their paired difference."""
@@ -56,7 +61,7 @@ class Parity:
     @property
     def spread(self) -> float:
         """The float32 seeds' sample standard deviation (0 for one seed)."""
-        return _sd(list(self.full.values.values()))
+        return _sd(self.full)
 
     @property
     def keeps(self) -> bool | None:
@@ -73,20 +78,13 @@ class Parity:
             "float32": round(self.full.mean, 2),
             "float32_sd": round(self.spread, 2),
             "bf16": round(self.half.mean, 2),
-            "bf16_sd": round(_sd(list(self.half.values.values())), 2),
+            "bf16_sd": round(_sd(self.half), 2),
             "diff": None if d is None else round(d.diff, 2),
             "low": None if d is None else round(d.low, 2),
             "high": None if d is None else round(d.high, 2),
             "p": None if d is None else round(d.p, 4),
             "keeps": self.keeps,
         }
-
-
-def _sd(values: list[float]) -> float:
-    if len(values) < 2:
-        return 0.0
-    mean = sum(values) / len(values)
-    return math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
 
 
 def parity(full: pd.DataFrame, half: pd.DataFrame, metric: str = "accuracy") -> list[Parity]:

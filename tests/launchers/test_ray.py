@@ -107,6 +107,20 @@ def _midway(out: Path, after_step: int = 0) -> RunDir | None:
     return runs[0] if running and int(status.get("step") or 0) > after_step else None
 
 
+def _kill_worker_and_wait(sweep: subprocess.Popen[str], run_dir: RunDir, timeout_s: int) -> str:
+    """``kill -9`` the Ray worker of ``run_dir``'s run; the sweep's stderr once it has ended
+    (a failure naming the run's status and that stderr if it has not within ``timeout_s``)."""
+    os.kill(int(run_dir.status()["ray_worker_pid"]), signal.SIGKILL)
+    try:
+        return sweep.communicate(timeout=timeout_s)[1]
+    except subprocess.TimeoutExpired:
+        sweep.kill()
+        err = sweep.communicate()[1]
+        pytest.fail(
+            f"the sweep did not end after its Ray worker was killed: {run_dir.status()}\n{err}"
+        )
+
+
 @needs_ray
 @pytest.mark.slow
 def test_killed_ray_worker_then_killed_sweep_then_resume(tmp_path, in_process):
@@ -133,14 +147,7 @@ def test_killed_ray_worker_then_killed_sweep_then_resume(tmp_path, in_process):
         _wait_for(lambda: _midway(out) is not None, 240, "the run midway")
         run_dir = _midway(out)
         assert run_dir is not None
-        os.kill(int(run_dir.status()["ray_worker_pid"]), signal.SIGKILL)
-        _, err = first.communicate(timeout=180)
-    except subprocess.TimeoutExpired:
-        first.kill()
-        _, err = first.communicate()
-        pytest.fail(
-            f"the sweep did not end after its Ray worker was killed: {run_dir.status()}\n{err}"
-        )
+        err = _kill_worker_and_wait(first, run_dir, 180)
     finally:
         first.kill()
     assert first.returncode == 1, err
@@ -193,12 +200,7 @@ def test_a_run_that_records_its_end_after_its_task_died_still_ends_the_sweep(tmp
         _wait_for(lambda: _midway(out, 3) is not None, 240, "the run hanging in its read")
         run_dir = _midway(out, 3)
         assert run_dir is not None
-        os.kill(int(run_dir.status()["ray_worker_pid"]), signal.SIGKILL)
-        _, err = sweep.communicate(timeout=90)
-    except subprocess.TimeoutExpired:
-        sweep.kill()
-        _, err = sweep.communicate()
-        pytest.fail(f"the sweep did not end after its Ray worker was killed:\n{err}")
+        err = _kill_worker_and_wait(sweep, run_dir, 90)
     finally:
         sweep.kill()
     assert sweep.returncode == 1, err
