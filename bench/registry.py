@@ -56,9 +56,14 @@ class Entry(Generic[T]):
     @property
     def obj(self) -> T:
         if not self._loaded:
-            module, _, attribute = self.where.partition(":")
-            self._loaded.append(getattr(importlib.import_module(module), attribute))
+            self._loaded.append(load_attribute(self.where))
         return self._loaded[0]
+
+
+def load_attribute(where: str) -> Any:
+    """The object ``module:attribute`` names (the module imported if it is not yet)."""
+    module, _, attribute = where.partition(":")
+    return getattr(importlib.import_module(module), attribute)
 
 
 class Registry(Generic[T]):

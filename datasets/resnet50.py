@@ -81,6 +81,12 @@ def build_resnet50_pretrained(spec: DatasetSpec, hp: EngineParams) -> Any:
     return resnet50(imagenet_resnet50_weights(hp.pretrained_weights))
 
 
-for _name in ("resnet50", "resnet50_pretrained"):
-    if _name not in BACKBONES:
-        BACKBONES.declare(_name, f"{__name__}:build_{_name}", display_name=_name)
+if "resnet50" not in BACKBONES:
+    BACKBONES.declare("resnet50", f"{__name__}:build_resnet50", display_name="resnet50")
+if "resnet50_pretrained" not in BACKBONES:  # its weights are looked for before a sweep starts
+    BACKBONES.declare(
+        "resnet50_pretrained",
+        f"{__name__}:build_resnet50_pretrained",
+        display_name="resnet50_pretrained",
+        weights=f"{__name__}:imagenet_resnet50_weights",
+    )

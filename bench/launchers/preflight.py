@@ -27,9 +27,9 @@ from pathlib import Path
 
 from debias_bench.config.run_config import RunConfig
 from debias_bench.data.raw_checks import check_raw_sources
-from debias_bench.errors import ConfigError, CorruptDataError
+from debias_bench.errors import BenchError, ConfigError, CorruptDataError
 from debias_bench.paths import DataPlace, check_path, existing_ancestor
-from debias_bench.registry import DATASETS
+from debias_bench.registry import BACKBONES, DATASETS, load_attribute
 from debias_bench.training.devices import resolve_device
 
 _DEVICE = re.compile(r"auto|cpu|mps|cuda(:\d+)?")
@@ -181,6 +181,26 @@ def check_data(configs: Iterable[RunConfig], place: DataPlace) -> None:
         what = "data missing" if not changed else "data not usable"
         listed = "\n".join(missing + changed).replace("\n", "\n  ")
         raise ConfigError(f"{what}; nothing was started:\n  {listed}")
+
+
+def check_weights(configs: Iterable[RunConfig]) -> None:
+    """Every pretrained backbone of the grid finds its weights (a backbone declared with
+    ``weights``: its locator, given the run's ``pretrained_weights``), else one error naming
+    each backbone, where it looked and the fix, before any run folder exists (instead of one
+    failed run per cell)."""
+    wanted = {(c.hparams["backbone"], c.hparams.get("pretrained_weights")): None for c in configs}
+    problems = []
+    for name, explicit in wanted:
+        locate = BACKBONES.entry(name).meta.get("weights") if name in BACKBONES else None
+        if locate is None:
+            continue
+        try:
+            (load_attribute(locate) if isinstance(locate, str) else locate)(explicit)
+        except BenchError as exc:
+            problems.append(f"{name}: {exc}")  # with its hint
+    if problems:
+        listed = "\n".join(problems).replace("\n", "\n  ")
+        raise ConfigError(f"pretrained weights missing; nothing was started:\n  {listed}")
 
 
 def check_seeds(seeds: list[int]) -> list[int]:

@@ -32,7 +32,13 @@ from debias_bench.config.run_config import RunConfig
 from debias_bench.launchers import Launcher, Sweep, schedule
 from debias_bench.launchers.factories import LAUNCHERS, LaunchContext, build_launcher
 from debias_bench.launchers.other_data import other_data_notes
-from debias_bench.launchers.preflight import check_data, check_data_root, check_device, check_out
+from debias_bench.launchers.preflight import (
+    check_data,
+    check_data_root,
+    check_device,
+    check_out,
+    check_weights,
+)
 from debias_bench.launchers.run_one import MAX_ATTEMPTS, plan, record_submission
 from debias_bench.launchers.scheduler import signal_label
 from debias_bench.paths import DataPlace
@@ -163,6 +169,7 @@ def _prepared_launcher(
     place = how.place()
     check_data(configs, place)
     check_data_root(configs, place)
+    check_weights(configs)
     track = parse_specs(list(how.track), store.root)  # a missing library: the install command
     context = LaunchContext(
         store,

@@ -10,15 +10,24 @@ from debias_bench.registry import BACKBONES, OPTIMIZERS
 
 #: each backbone's builder (from the dataset's spec and the run's engine hyperparameters) is
 #: ``build_<name>`` of ``debias_bench.training.backbones``
-for _name in (
-    "mlp",
-    "resnet20",
-    "resnet20_kaiming",
-    "resnet18",
-    "resnet18_pretrained",
-    "resnet18_etf",
+#: ``weights``: where the backbone's pretrained weights are found (``module:function`` taking
+#: the run's ``pretrained_weights``, raising DataNotFoundError), checked before a sweep starts
+#: (``debias_bench.launchers.preflight.check_weights``)
+_RESNET18_WEIGHTS = "debias_bench.training.backbones:imagenet_resnet18_weights"
+for _name, _weights in (
+    ("mlp", None),
+    ("resnet20", None),
+    ("resnet20_kaiming", None),
+    ("resnet18", None),
+    ("resnet18_pretrained", _RESNET18_WEIGHTS),
+    ("resnet18_etf", _RESNET18_WEIGHTS),
 ):
-    BACKBONES.declare(_name, f"debias_bench.training.backbones:build_{_name}", display_name=_name)
+    BACKBONES.declare(
+        _name,
+        f"debias_bench.training.backbones:build_{_name}",
+        display_name=_name,
+        **({"weights": _weights} if _weights else {}),
+    )
 
 #: the optimisers ``optimizer`` (and a method's own optimiser keys) may name
 for _name, _cls in (("adam", "Adam"), ("adamw", "AdamW"), ("sgd", "SGD")):

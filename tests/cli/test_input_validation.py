@@ -20,6 +20,9 @@ from debias_bench.analysis.regression import load_baseline
 from debias_bench.analysis.tuning import TunedCell, TunedFile, write_tuned
 from debias_bench.cli import main
 from debias_bench.config.hparams import ENGINE_HPARAMS, MAX_BATCH, MAX_EPOCHS
+from debias_bench.config.run_config import make_config
+from debias_bench.errors import ConfigError
+from debias_bench.launchers.preflight import check_weights
 from debias_bench.runs.store import RunStore
 
 REPO = Path(__file__).resolve().parents[2]
@@ -457,3 +460,39 @@ def test_a_broken_torchvision_through_the_console_script(tmp_path):
     assert "Traceback" not in done.stderr
     assert "cannot import torchvision: RuntimeError: operator torchvision::nms" in done.stderr
     assert not out.exists()
+
+
+# ------------------------------------------------------- 9: pretrained weights not on disk
+@pytest.mark.parametrize(
+    ("method", "backbone_key", "backbone", "says"),
+    [
+        ("vanilla", "backbone", "resnet18_pretrained", "ResNet-18 weights not found"),
+        ("vanilla", "backbone", "resnet18_etf", "ResNet-18 weights not found"),
+        ("lff", "backbone", "resnet18_pretrained", "ResNet-18 weights not found"),
+        ("vanilla", "backbone", "resnet50_pretrained", "ResNet-50 weights (resnet50-"),
+    ],
+)
+def test_missing_pretrained_weights_stop_the_sweep_before_any_run(
+    bench, tmp_path, monkeypatch, method, backbone_key, backbone, says
+):
+    """One error naming the backbone, each place looked at and the download command, before
+    the run store exists (it was one failed run per cell); the weights put where torchvision
+    caches them, the same check passes."""
+    monkeypatch.setenv("TORCH_HOME", str(tmp_path / "torch"))
+    for name in ("BENCH_RESNET18_WEIGHTS", "BENCH_RESNET50_WEIGHTS"):
+        monkeypatch.delenv(name, raising=False)
+    out = tmp_path / "runs"
+    grid = [*TOY, "--methods", method, "--set", f"{backbone_key}={backbone}", "--out", str(out)]
+    err = refused(
+        bench("run", *grid), "pretrained weights missing; nothing was started", f"{backbone}: "
+    )
+    assert says in err and str(tmp_path / "torch" / "hub" / "checkpoints") in err
+    assert "torchvision.models.resnet" in err  # the command that downloads them
+    assert not out.exists()
+
+    weights = tmp_path / "mine.pth"
+    weights.write_bytes(b"")  # found is all the check asks; the run loads and verifies them
+    found = {backbone_key: backbone, "pretrained_weights": str(weights)}
+    check_weights([make_config(method, "toy", 5, 0, overrides=found)])
+    with pytest.raises(ConfigError, match="pretrained weights missing"):
+        check_weights([make_config(method, "toy", 5, 0, overrides={backbone_key: backbone})])
