@@ -83,7 +83,7 @@ def _register_builtins(paper: PaperLayout) -> None:
     def subpop(
         records: pd.DataFrame, opts: ReportOptions, paper: PaperNumbers | None
     ) -> list[Table]:
-        return subpop_tables(records, opts)
+        return subpop_tables(records, opts, paper)
 
 
 _register_builtins(reference_layout())

@@ -1,7 +1,7 @@
 """The paper's numbers beside ours (``--compare-paper``): its row and the difference row.
 
 The paper's cells are bold and bracketed among all the paper's methods, as printed in the
-paper, whichever of them a table shows.
+paper, whichever of them a table shows (the ``subpop`` table's are plain: one method a row).
 """
 
 from __future__ import annotations
@@ -57,3 +57,26 @@ def paper_per_class(
         for m, cell in full.items():
             grid.setdefault(m, {})[key] = cell
     return grid
+
+
+#: the ``subpop`` table's columns -> the reference's cells they are compared with
+SUBPOP_PAPER_METRICS = {"accuracy": "accuracy", "worst_group_accuracy": "worst_group"}
+
+
+def paper_subpop_row(
+    paper: PaperNumbers,
+    dataset: str,
+    ratio: float,
+    method: str,
+    columns: list[str],
+    opts: ReportOptions,
+) -> dict[str, Cell]:
+    """The paper's cells of one ``subpop`` row: its test accuracy (average) and worst-group
+    accuracy; the columns it has no number for are left empty (Waterbirds' published average
+    is the adjusted one, which the reference keeps apart)."""
+    cells = {}
+    for column in columns:
+        metric = SUBPOP_PAPER_METRICS.get(column)
+        stat = paper.cells()[metric].get((dataset, ratio, method)) if metric else None
+        cells[column] = Cell(missing="") if stat is None else _paper_cell(stat, opts.digits)
+    return cells

@@ -8,6 +8,13 @@ dataset and method names, so a paper's numbers line up with our runs directly.
 A reference may gather methods from several papers (``sources``: method -> its paper, table and
 metric; ``results/reference/lc_denetdm.yaml``), and references combine: ``--paper A+B`` reads
 A's numbers and adds B's cells where A has none (``load_paper``), each source named.
+
+Besides the test accuracy (``accuracy``, compared by the accuracy tables and the ``subpop``
+table's average), a reference may give the worst-group test accuracy (``worst_group``, compared
+by the ``subpop`` table) and Waterbirds' adjusted average (``adjusted_average``: the test groups
+weighted by the training groups, which Sagawa et al. and DFR call the average; parsed, compared
+by no table yet), each keyed like ``accuracy``
+(``results/reference/subpop_waterbirds_celeba.yaml``).
 """
 
 from __future__ import annotations
@@ -28,6 +35,8 @@ DEFAULT_PAPER = "etf_debias_cvpr2024"
 _REPO_REFERENCE = Path(__file__).resolve().parents[2] / "results" / "reference"
 
 Stat = tuple[float, float | None]
+#: (dataset, ratio, method)
+CellKey = tuple[str, float, str]
 
 
 @dataclass
@@ -38,8 +47,12 @@ class PaperNumbers:
     source: str
     protocol: str
     statistic: str
-    accuracy: dict[tuple[str, float, str], Stat] = field(default_factory=dict)
+    accuracy: dict[CellKey, Stat] = field(default_factory=dict)
     per_class: dict[tuple[str, float, str, str], Stat] = field(default_factory=dict)
+    #: worst-group test accuracy (the ``subpop`` table's worst-group column)
+    worst_group: dict[CellKey, Stat] = field(default_factory=dict)
+    #: Waterbirds' adjusted average, kept apart from ``accuracy`` (not our test accuracy)
+    adjusted_average: dict[CellKey, Stat] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     #: method -> the paper its numbers come from, where it is not ``source``
     sources: dict[str, str] = field(default_factory=dict)
@@ -50,9 +63,18 @@ class PaperNumbers:
         """The methods with a number in the paper (on ``dataset``, if given)."""
         return {m for d, _, m in self.accuracy if dataset is None or d == dataset}
 
+    def cells(self) -> dict[str, dict[CellKey, Stat]]:
+        """Each metric of (dataset, ratio, method) cells, by its YAML key."""
+        return {
+            "accuracy": self.accuracy,
+            "worst_group": self.worst_group,
+            "adjusted_average": self.adjusted_average,
+        }
+
     def short_source(self) -> str:
         """The paper, and each other paper that some of the methods' numbers come from."""
-        methods = {key[2] for key in self.accuracy} | {key[2] for key in self.per_class}
+        methods = {key[2] for cells in self.cells().values() for key in cells}
+        methods |= {key[2] for key in self.per_class}
         own = [self.source.split(" (")[0]] if methods - set(self.sources) else []
         others = sorted(set(self.sources.values()))
         by = {s: sorted(m for m, src in self.sources.items() if src == s) for s in others}
@@ -90,10 +112,11 @@ def parse_paper(data: dict[str, Any]) -> PaperNumbers:
         sources={str(m): str(s) for m, s in (data.get("sources") or {}).items()},
         selection=str(data.get("selection", "last")),
     )
-    for dataset, ratios in data.get("accuracy", {}).items():
-        for ratio, methods in ratios.items():
-            for method, (mean, std) in methods.items():
-                paper.accuracy[(dataset, float(ratio), method)] = (float(mean), _std(std))
+    for metric, cells in paper.cells().items():
+        for dataset, ratios in (data.get(metric) or {}).items():
+            for ratio, methods in ratios.items():
+                for method, (mean, std) in methods.items():
+                    cells[(dataset, float(ratio), method)] = (float(mean), _std(std))
     for dataset, ratios in data.get("per_class", {}).items():
         for ratio, methods in ratios.items():
             for method, classes in methods.items():
@@ -118,19 +141,28 @@ def reference_data(name: str = DEFAULT_PAPER) -> dict[str, Any]:
 
 def load_paper(name: str = DEFAULT_PAPER) -> PaperNumbers:
     """A reference's numbers; ``A+B``: A's, with B's cells added where A has none (B's methods
-    keep B's sources, and B's notes follow A's)."""
+    keep B's sources, a method with cells from both names both papers, and B's notes follow
+    A's)."""
     first, *more = name.split("+")
     paper = parse_paper(reference_data(first))
     for other in more:
         extra = parse_paper(reference_data(other))
-        added = {k[2] for k in extra.accuracy if k not in paper.accuracy}
-        added |= {k[2] for k in extra.per_class if k not in paper.per_class}
-        for key, stat in extra.accuracy.items():
-            paper.accuracy.setdefault(key, stat)
+        had = {k[2] for cells in paper.cells().values() for k in cells}
+        had |= {k[2] for k in paper.per_class}
+        added = {k[2] for k in extra.per_class if k not in paper.per_class}
+        for metric, cells in extra.cells().items():
+            into = paper.cells()[metric]
+            added |= {k[2] for k in cells if k not in into}
+            for key, stat in cells.items():
+                into.setdefault(key, stat)
         for pkey, stat in extra.per_class.items():
             paper.per_class.setdefault(pkey, stat)
         for method in added:
-            paper.sources[method] = extra.sources.get(method, extra.source)
+            theirs = extra.sources.get(method, extra.source)
+            mine = paper.sources.get(method, paper.source)
+            if method in had and mine != theirs:  # some of its cells are A's, some B's
+                theirs = f"{mine.split(' (')[0]} and {theirs.split(' (')[0]}"
+            paper.sources[method] = theirs
         paper.notes += extra.notes
         if added and extra.statistic:
             paper.statistic += f"; {', '.join(sorted(added))}: {extra.statistic}"

@@ -4,7 +4,9 @@ accuracy under the model selection used, each a mean +- std over seeds.
 
 Worst-group accuracy is the lowest accuracy over the (class x bias) groups present in the
 split; under the table, each row's group that was worst most often, by the class and bias
-names its dataset declares.
+names its dataset declares. With ``--compare-paper``, a ``paper`` and a ``diff`` row follow each
+row the reference has a number for: its test accuracy and worst-group accuracy
+(``results/reference/subpop_waterbirds_celeba.yaml``).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any
 
 import pandas as pd
 
+from debias_bench.reporting.compare import paper_rows, paper_subpop_row
 from debias_bench.reporting.layout import (
     bias_marker,
     dataset_name,
@@ -24,6 +27,7 @@ from debias_bench.reporting.layout import (
 )
 from debias_bench.reporting.model import Column, Row, Table
 from debias_bench.reporting.options import ReportOptions
+from debias_bench.reporting.paper import PaperNumbers
 from debias_bench.reporting.runs import checked_blocks, finished, run_table, unfinished_notes
 from debias_bench.reporting.stats import STATISTIC, seed_stats, value_cell
 
@@ -36,9 +40,12 @@ SUBPOP_METRICS = {
 }
 
 
-def subpop_tables(records: pd.DataFrame, opts: ReportOptions) -> list[Table]:
+def subpop_tables(
+    records: pd.DataFrame, opts: ReportOptions, paper: PaperNumbers | None = None
+) -> list[Table]:
     """One table per (protocol, preset): rows dataset x ratio x method, columns
-    :data:`SUBPOP_METRICS`."""
+    :data:`SUBPOP_METRICS`; with ``paper``, its row and the difference under each of ours it
+    has a number for."""
     runs, done = run_table(records), finished(records, opts)
     keys = ["dataset", "ratio", "method"]
     tables = []
@@ -60,7 +67,13 @@ def subpop_tables(records: pd.DataFrame, opts: ReportOptions) -> list[Table]:
                     }
                     max_n = max(max_n, seed_stats(cell_done["accuracy"])[2])
                     labels = (dataset, f"{ratio:.1f}", _method_label(method))
-                    rows.append(Row(labels, cells, "ours", dataset))
+                    row = Row((*labels, "ours") if paper else labels, cells, "ours", dataset)
+                    rows.append(row)
+                    if paper is not None:
+                        theirs = paper_subpop_row(
+                            paper, dataset, float(ratio), method, list(SUBPOP_METRICS), opts
+                        )
+                        rows += paper_rows(labels, dataset, row, theirs)
                     common = _most_common_worst(cell_done["worst_group"], dataset)
                     if common:
                         worst_notes.append(f"{dataset} {ratio:g} % {method_name(method)}: {common}")
@@ -74,12 +87,14 @@ def subpop_tables(records: pd.DataFrame, opts: ReportOptions) -> list[Table]:
             f"{'' if max_n == 1 else 's'} unless a cell shows its own n. (*) and (◇): methods "
             "trained with and without bias labels."
         )
+        if paper is not None:
+            caption += " " + _paper_caption(paper)
         tables.append(
             Table(
                 name="subpop",
                 title="Average, worst-group, aligned and conflicting accuracy",
                 caption=caption,
-                row_headers=("dataset", "ratio %", "method"),
+                row_headers=("dataset", "ratio %", "method", *(("source",) if paper else ())),
                 columns=[Column(k, label) for k, label in SUBPOP_METRICS.items()],
                 rows=rows,
                 notes=unfinished_notes(block),
@@ -95,6 +110,17 @@ def subpop_tables(records: pd.DataFrame, opts: ReportOptions) -> list[Table]:
             )
         )
     return tables
+
+
+def _paper_caption(paper: PaperNumbers) -> str:
+    """What the ``paper`` and ``diff`` rows are."""
+    return (
+        f"Rows `paper`: {paper.short_source()}, test accuracy (average) and worst-group accuracy "
+        f"({paper.statistic}; produced with the `{paper.protocol}` code paths; an empty cell: "
+        "no comparable number, e.g. Waterbirds' published average, which is the adjusted one); "
+        "rows `diff`: ours - paper, † where |diff| exceeds the combined std "
+        "sqrt(std_ours² + std_paper²) (std_ours = 0 for a single seed)."
+    )
 
 
 def _method_label(method: str) -> str:
