@@ -17,14 +17,9 @@ from pathlib import Path
 import torch
 
 from debias_bench.launchers import forkserver
-from debias_bench.perf.speed import (
-    BARE,
-    Cell,
-    Measurement,
-    measure_bare,
-    measure_harness,
-    peak_memory,
-)
+from debias_bench.perf.measurement import BARE, Cell, Measurement
+from debias_bench.perf.speed import measure_bare, measure_harness
+from debias_bench.perf.timer import peak_memory
 from debias_bench.plugins.loading import import_plugins
 from debias_bench.registry import DATASETS, METHODS
 from debias_bench.training.engine import pinned_threads

@@ -8,8 +8,8 @@ from typing import Any
 
 from tabulate import tabulate
 
+from debias_bench.perf.measurement import BARE, Measurement, median_ms
 from debias_bench.perf.projection import PAPER_SEEDS, Projection
-from debias_bench.perf.speed import BARE, Measurement, median_ms
 
 #: harness Vanilla's speed as a fraction of the bare loop's that counts as on target
 TARGET = 0.90
