@@ -2,24 +2,22 @@
 PyTorch loop doing Vanilla's training on the same tensors, and the paper grid's projected time.
 
 How cells are measured (synthetic data, subprocesses, the timed window, the budget) is described
-in ``debias_bench.perf.speed``, the cost model in ``debias_bench.perf.projection``. Here: the plan
-of cells,
-the command and the JSON; the tables are drawn by ``perf_tables``.
+in ``debias_bench.perf.speed``, the cost model in ``debias_bench.perf.projection``. Here: the
+command, its flags and their checks, and running the plan of cells under the command's signal
+handling. The plan and its progress lines are in ``debias_bench.perf.plan``, the tables in
+``debias_bench.perf.tables``, the notes, the projection and the JSON in
+``debias_bench.perf.results``.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
-import os
-import platform
 import signal
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import torch
 
@@ -28,11 +26,18 @@ from debias_bench.config.run_config import PROTOCOLS, RunConfig, parse_overrides
 from debias_bench.errors import ConfigError
 from debias_bench.paths import DataPlace
 from debias_bench.perf.cells import run_cell_isolated
+from debias_bench.perf.measurement import BARE, Cell, Measurement, describe_device
 from debias_bench.perf.overhead import launcher_overhead
-from debias_bench.perf.projection import PAPER_SEEDS, Projection, project
-from debias_bench.perf.speed import BARE, Cell, Measurement, describe_device
+from debias_bench.perf.plan import cell_line, load_note, plan_cells, plural
+from debias_bench.perf.results import (
+    PerfSettings,
+    measured_projection,
+    render_notes,
+    sync_note,
+    write_json,
+    write_sync_json,
+)
 from debias_bench.perf.tables import (
-    TARGET,
     Key,
     harness_vs_bare,
     render_comparison,
@@ -44,22 +49,10 @@ from debias_bench.perf.tables import (
 from debias_bench.perf.tracking_cost import RUN, track_overhead
 from debias_bench.plugins.loading import plugins_for
 from debias_bench.registry import DATASETS, METHODS
-from debias_bench.runs.jsonio import write_output
 from debias_bench.session.execute import handling
 from debias_bench.training.devices import resolve_device
 
 from .common import data_args
-
-
-def plan_cells(datasets: list[str], methods: list[str], repeats: int, **common: Any) -> list[Cell]:
-    """Per dataset: the bare loop and harness Vanilla alternately ``repeats`` times each (so
-    drifting machine load hits both alike), then every other method once."""
-    cells = []
-    for dataset in datasets:
-        for _ in range(repeats):
-            cells += [Cell(dataset, BARE, **common), Cell(dataset, "vanilla", **common)]
-        cells += [Cell(dataset, m, **common) for m in methods if m != "vanilla"]
-    return cells
 
 
 def run_plan(
@@ -81,55 +74,12 @@ def run_plan(
                 started = time.perf_counter()
                 found.append(run_cell_isolated(cell, timeout_s))
                 took = time.perf_counter() - started
-                report(f"[{i}/{len(cells)}] {_cell_line(cell, found[-1], seen[key], took)}")
+                report(f"[{i}/{len(cells)}] {cell_line(cell, found[-1], seen[key], took)}")
     except KeyboardInterrupt:
         report(
-            f"stopped after {_plural(len(found), 'cell')} of {len(cells)}: what follows covers "
-            "those"
+            f"stopped after {plural(len(found), 'cell')} of {len(cells)}: what follows covers those"
         )
     return found
-
-
-def _cell_line(cell: Cell, m: Measurement, repeat: int, took: float) -> str:
-    """A finished cell's progress line (after its ``[i/n]``)."""
-    nth = f" #{repeat}" if cell.method in (BARE, "vanilla") else ""
-    what = m.error or f"{m.ms_per_step:.1f} ms/step over {m.timed_steps} steps, {m.peak_mb:.0f} MB"
-    return f"{cell.dataset} {cell.method}{nth}: {what} ({took:.0f} s)"
-
-
-def render_notes(args: argparse.Namespace, memory: str) -> list[str]:
-    budget = f", fewer where the {args.budget:g} s budget ran out" if args.budget else ""
-    return [
-        f"timed: at least {_plural(args.steps, 'step')} and {args.min_time:g} s per cell after "
-        f"{args.warmup} warmup{budget}; "
-        "outside "
-        "the timed window: model construction, preparation stages (LfF+BE's committee), "
-        "evaluation",
-        "data: synthetic in-memory uint8 tensors shaped like each dataset; each method's paper "
-        "configuration (its backbone and batch size; BAR's pretrained ResNet-18 from scratch)",
-        "x Vanilla: time per step relative to harness Vanilla (SelecMix's step is one big batch "
-        "of batch_size / mini_batch_size optimiser steps)",
-        f"peak MB: {memory} of the cell's own process"
-        + (" (over start: above its RSS after imports)" if memory == "peak RSS" else ""),
-    ]
-
-
-def _plural(n: int, unit: str) -> str:
-    return f"{n} {unit}{'' if n == 1 else 's'}"
-
-
-def _load_note(device: torch.device, threads: int) -> str | None:
-    """A warning when other processes keep the cores busy that the cells' threads need."""
-    if device.type != "cpu" or not hasattr(os, "getloadavg"):
-        return None
-    load, cores = os.getloadavg()[0], os.cpu_count() or 1
-    if load + threads <= cores + 0.25:
-        return None
-    return (
-        f"note: load average {load:.1f} on {cores} cores before starting, and each cell uses "
-        f"{_plural(threads, 'thread')}: timings will be noisy (--threads N below the idle cores "
-        "helps)"
-    )
 
 
 def _check(args: argparse.Namespace) -> None:
@@ -201,10 +151,11 @@ def cmd_perf(args: argparse.Namespace) -> int:
         )
     if args.host_syncs:
         return cmd_host_syncs(args, device)
+    settings = _settings(args)
     cells = _cells(args, device)
     where = describe_device(device, args.threads)
     print(f"bench perf: {len(cells)} cells on {where}, one process each", file=sys.stderr)
-    note = _load_note(device, args.threads or torch.get_num_threads())
+    note = load_note(device, args.threads or torch.get_num_threads())
     if note:
         print(note, file=sys.stderr)
 
@@ -213,20 +164,20 @@ def cmd_perf(args: argparse.Namespace) -> int:
     )
     rows = summarise(measurements)
     comparison = harness_vs_bare(measurements)
-    projection = _projection(rows, args)
+    projection = measured_projection(rows, settings)
     memory = next((m.memory for m in measurements if m.memory), "peak RSS")
 
     print(f"device: {where}; torch {torch.__version__}; protocol {args.protocol}{_sets(args)}")
     print(render_table(rows, rss=memory == "peak RSS"))
     print()
-    for line in render_comparison(comparison, args.repeats) + render_notes(args, memory):
+    for line in render_comparison(comparison, args.repeats) + render_notes(settings, memory):
         print(line)
     if not args.batch_size:
         print("\n".join(render_projection(projection, args.project)))
     if args.json:
         write_json(
             Path(args.json),
-            args,
+            settings,
             where,
             device,
             measurements,
@@ -278,27 +229,10 @@ def cmd_host_syncs(args: argparse.Namespace, device: torch.device) -> int:
     rows = summarise(measurements)
     print(f"device: {where}; torch {torch.__version__}; protocol {args.protocol}{_sets(args)}")
     print(render_sync_table(rows))
-    print(
-        f"\ncounted: every training step after {args.warmup} warmup (at most {args.steps}; fewer "
-        f"where the {args.budget:g} s budget ran out): batch, update, the engine's bookkeeping; "
-        "not counted: construction, preparation stages, evaluation and logging (once per "
-        "interval). On a CPU every tensor counts as a device tensor."
-    )
+    settings = _settings(args)
+    print(sync_note(settings))
     if args.json:
-        data = {
-            "mode": "host_syncs",
-            "device": where,
-            "device_type": device.type,
-            "torch": torch.__version__,
-            "protocol": args.protocol,
-            "steps": args.steps,
-            "warmup": args.warmup,
-            "set": parse_overrides(args.set),
-            "cuda_sync_debug": args.cuda_sync_debug,
-            "measurements": [m.to_dict() for m in measurements],
-            "summary": rows,
-        }
-        write_output(Path(args.json), json.dumps(data, indent=2) + "\n", "--json")
+        write_sync_json(Path(args.json), settings, where, device, measurements, rows)
         print(f"measurements written to {args.json}", file=sys.stderr)
     failed = [m for m in measurements if m.error and not m.error.startswith("skipped")]
     return 130 if len(measurements) < len(cells) else 1 if failed else 0
@@ -327,54 +261,22 @@ def _cells(args: argparse.Namespace, device: torch.device) -> list[Cell]:
     )
 
 
-def _projection(rows: list[dict[str, Any]], args: argparse.Namespace) -> Projection:
-    """The paper grid's time projected from the measured rows (the bare loop aside); a cell
-    that could not be measured is left out with a note."""
-    measured = [r for r in rows if r["method"] != BARE]
-    timed = {(r["dataset"], r["method"]): r["ms_per_step"] for r in measured if r["ms_per_step"]}
-    projection = project(timed, args.protocol, PAPER_SEEDS, args.devices)
-    projection.notes += [
-        f"{r['dataset']} {r['method']}: not measured ({r['error']}), left out"
-        for r in measured
-        if not r["ms_per_step"] and r["error"]
-    ]
-    return projection
-
-
-def write_json(
-    path: Path,
-    args: argparse.Namespace,
-    where: str,
-    device: torch.device,
-    measurements: list[Measurement],
-    rows: list[dict[str, Any]],
-    comparison: dict[str, dict[str, float]],
-    projection: Projection,
-    planned: int,
-) -> None:
-    data = {
-        "device": where,
-        "device_type": device.type,
-        "torch": torch.__version__,
-        "python": platform.python_version(),
-        "threads": args.threads or torch.get_num_threads(),
-        "protocol": args.protocol,
-        "steps": args.steps,
-        "warmup": args.warmup,
-        "repeats": args.repeats,
-        "budget_s": args.budget or None,
-        "min_time_s": args.min_time,
-        "cell_timeout_s": args.cell_timeout or None,
-        "batch_size_override": args.batch_size,
-        "set": parse_overrides(args.set),
-        "target_speed": TARGET,
-        "cells_planned": planned,  # more than len(measurements): stopped early
-        "measurements": [m.to_dict() for m in measurements],
-        "summary": rows,
-        "harness_vs_bare": comparison,
-        "projection": None if args.batch_size else projection.to_dict(),
-    }
-    write_output(path, json.dumps(data, indent=2) + "\n", "--json")
+def _settings(args: argparse.Namespace) -> PerfSettings:
+    """The flags the notes and the JSON record."""
+    return PerfSettings(
+        protocol=args.protocol,
+        steps=args.steps,
+        warmup=args.warmup,
+        repeats=args.repeats,
+        budget=args.budget,
+        min_time=args.min_time,
+        cell_timeout=args.cell_timeout,
+        batch_size=args.batch_size,
+        threads=args.threads,
+        devices=args.devices,
+        set=args.set,
+        cuda_sync_debug=args.cuda_sync_debug,
+    )
 
 
 def add(sub: argparse._SubParsersAction) -> None:
