@@ -9,27 +9,28 @@ Two tables are added:
   reruns), over the rerun seeds for both, with the trial count and the selection rule;
 * **tuning cost**: everything the search spent per method (every trial, and the reruns), beside
   one official run, since the paper's cost table counts the official runs only.
+
+The checks of a tuned file (also before ``bench run --hparams`` uses it) are
+:mod:`debias_bench.analysis.tuned_checks`; the figure of a search (``bench analyze tune``) is
+:mod:`debias_bench.analysis.tuning_plot`. Their names are importable from here too.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 
-from debias_bench.analysis.tuning import (
-    TUNED_FILE,
-    TunedFile,
-    read_tuned,
-    search_space,
-    valid_split_note,
+from debias_bench.analysis.tuned_checks import (
+    Cell3,
+    check_tuned_cells,
+    read_checked,
+    tuned_problems,
+    tuned_values,
 )
-from debias_bench.errors import ConfigError
-from debias_bench.reporting.figures import save_png_pdf
+from debias_bench.analysis.tuning import TUNED_FILE, TunedFile, valid_split_note
+from debias_bench.analysis.tuning_plot import plot_tuning
 from debias_bench.reporting.layout import (
     bias_marker,
     dataset_name,
@@ -42,6 +43,20 @@ from debias_bench.reporting.options import ReportOptions
 from debias_bench.reporting.runs import finished, run_table
 from debias_bench.reporting.stats import STATISTIC, mark_best, seed_stats, value_cell
 from debias_bench.runs.states import RunState
+
+__all__ = [
+    "Cell3",
+    "TunedView",
+    "check_tuned_cells",
+    "cost_of_tuning",
+    "plot_tuning",
+    "read_checked",
+    "split_tuned",
+    "tuned_problems",
+    "tuned_table",
+    "tuned_tables",
+    "tuned_values",
+]
 
 
 @dataclass
@@ -81,153 +96,6 @@ def split_tuned(root: Path, records: pd.DataFrame) -> tuple[pd.DataFrame, TunedV
         return records, None
     view = TunedView(read_checked(path), records)
     return records[~records["run_id"].isin(view.tuning_runs())], view
-
-
-# ------------------------------------------------------------------------- checks
-# ``read_tuned`` (debias_bench.analysis.tuning) refuses a file that is not a tuned file at all;
-# these checks refuse one whose fields have the wrong types or that does not fit the run it is used
-# for, so `bench run --hparams` and `bench report` fail with one error (exit 2), never a
-# traceback and never values silently left out.
-
-Cell3 = tuple[str, str, float]
-
-
-def _kind(value: Any) -> str:
-    return "null" if value is None else type(value).__name__
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
-def _mapping(value: Any, where: str, problems: list[str]) -> None:
-    if not isinstance(value, dict):
-        problems.append(f"{where} is {_kind(value)}, not a mapping of key: value")
-    elif not all(isinstance(k, str) for k in value):
-        problems.append(f"{where} has keys that are not names: {sorted(map(str, value))}")
-
-
-def _ints(value: Any, where: str, problems: list[str]) -> None:
-    if not isinstance(value, list) or not all(_is_int(v) and v >= 0 for v in value):
-        problems.append(f"{where} is {value!r}, not a list of seeds (integers >= 0)")
-
-
-def tuned_problems(tuned: TunedFile) -> list[str]:
-    """Every field of wrong type or value in ``tuned``, and every cell (method x dataset x
-    ratio) given twice; empty when it is sound."""
-    problems: list[str] = []
-    for name in ("protocol", "preset", "selection"):
-        if not isinstance(getattr(tuned, name), str):
-            problems.append(f"{name} is {_kind(getattr(tuned, name))}, not a name")
-    if not _is_int(tuned.num_trials) or tuned.num_trials < 1:
-        problems.append(f"num_trials is {tuned.num_trials!r}, not a whole number >= 1")
-    _ints(tuned.tune_seeds, "tune_seeds", problems)
-    _ints(tuned.seeds, "seeds", problems)
-    _mapping(tuned.fixed, "fixed", problems)
-    if not isinstance(tuned.cells, list):
-        return [*problems, f"cells is {_kind(tuned.cells)}, not a list of cells"]
-    seen: dict[Cell3, int] = {}
-    for i, cell in enumerate(tuned.cells):
-        where = f"cells[{i}]"
-        if not isinstance(cell.method, str) or not isinstance(cell.dataset, str):
-            problems.append(f"{where}: method and dataset must be names")
-            continue
-        where = f"cells[{i}] ({cell.method} {cell.dataset} r{cell.ratio:g})"
-        if not math.isfinite(cell.ratio) or cell.ratio <= 0:
-            problems.append(f"{where}: ratio {cell.ratio!r} is not a ratio (%) > 0")
-        _mapping(cell.hparams, f"{where}: hparams", problems)
-        if not _is_int(cell.trial) or cell.trial < 0:
-            problems.append(f"{where}: trial is {cell.trial!r}, not a whole number >= 0")
-        if not _is_number(cell.valid_accuracy) or not math.isfinite(cell.valid_accuracy):
-            problems.append(f"{where}: valid_accuracy is {cell.valid_accuracy!r}, not a number")
-        if not isinstance(cell.runs, list) or not all(isinstance(r, str) for r in cell.runs):
-            problems.append(f"{where}: runs is {cell.runs!r}, not a list of run ids")
-        problems += _trial_problems(cell.trials, where)
-        key = (cell.method, cell.dataset, float(cell.ratio))
-        if key in seen:
-            problems.append(f"{where} repeats cells[{seen[key]}]: one cell, two sets of values")
-        seen.setdefault(key, i)
-    return problems
-
-
-def _trial_problems(trials: Any, where: str) -> list[str]:
-    if not isinstance(trials, list):
-        return [f"{where}: trials is {_kind(trials)}, not a list"]
-    problems: list[str] = []
-    for j, trial in enumerate(trials):
-        here = f"{where}: trials[{j}]"
-        if not isinstance(trial, dict):
-            problems.append(f"{here} is {_kind(trial)}, not a mapping")
-            continue
-        if not _is_int(trial.get("trial")):
-            problems.append(f"{here}: trial is {trial.get('trial')!r}, not a whole number")
-        _mapping(trial.get("hparams"), f"{here}: hparams", problems)
-        runs = trial.get("runs")
-        if not isinstance(runs, list) or not all(isinstance(r, str) for r in runs):
-            problems.append(f"{here}: runs is {runs!r}, not a list of run ids")
-        accuracy = trial.get("valid_accuracy")
-        if accuracy is not None and not _is_number(accuracy):
-            problems.append(f"{here}: valid_accuracy is {accuracy!r}, not a number or null")
-    return problems
-
-
-def read_checked(path: Path | str) -> TunedFile:
-    """``tuned.yaml`` read (``read_tuned``) and checked (:func:`tuned_problems`); ConfigError
-    listing the problems otherwise."""
-    tuned = read_tuned(path)
-    problems = tuned_problems(tuned)
-    if problems:
-        more = f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""
-        raise ConfigError(
-            f"{path} is not a valid tuned file: " + "; ".join(problems[:5]) + more,
-            hint="rerun `bench tune` to write it again (or fix those fields by hand)",
-        )
-    return tuned
-
-
-def tuned_values(
-    path: Path | str, protocol: str, preset: str
-) -> tuple[dict[Cell3, dict[str, Any]], list[str]]:
-    """The values ``bench run --hparams PATH`` layers over each cell (``TunedFile.values``),
-    and notes. The file must have been tuned under the run's ``--protocol`` (another protocol
-    is another recipe: its values do not carry over); another ``--preset`` is a note."""
-    tuned = read_checked(path)
-    if tuned.protocol != protocol:
-        raise ConfigError(
-            f"{path} was tuned under protocol {tuned.protocol!r}, not --protocol {protocol!r}",
-            hint=f"run with --protocol {tuned.protocol}, or tune under {protocol} "
-            f"(`bench tune --protocol {protocol} ...`)",
-        )
-    notes = []
-    if tuned.preset != preset:
-        notes.append(
-            f"{path} was tuned under preset {tuned.preset!r}; this run uses --preset {preset!r} "
-            "(the chosen values are used as they are)"
-        )
-    return tuned.values(), notes
-
-
-def check_tuned_cells(
-    tuned: dict[Cell3, dict[str, Any]], cells: Iterable[Cell3], path: Path | str
-) -> None:
-    """Every cell of the grid has values in the tuned file: a cell without would silently run
-    its official configuration under ``--hparams``, so it is an error naming those cells."""
-    missing = [c for c in dict.fromkeys(cells) if c not in tuned]
-    if not missing:
-        return
-    shown = ", ".join(f"{m} {d} r{r:g}" for m, d, r in missing[:6])
-    has = ", ".join(f"{m} {d} r{r:g}" for m, d, r in list(tuned)[:6]) or "none"
-    raise ConfigError(
-        f"{path} has no tuned values for {len(missing)} cell(s) of this grid: {shown}"
-        + (", ..." if len(missing) > 6 else "")
-        + f" (it has: {has})",
-        hint="narrow --methods/--datasets/--ratios to the tuned cells, tune the others "
-        "(`bench tune`), or run them without --hparams",
-    )
 
 
 # ------------------------------------------------------------------------- tuned vs official
@@ -382,84 +250,3 @@ def tuned_tables(view: TunedView | None, opts: ReportOptions) -> list[Table]:
     if view is None:
         return []
     return [t for t in (tuned_table(view, opts), cost_of_tuning(view)) if t is not None]
-
-
-# ------------------------------------------------------------------------- figure
-def _axis_values(values: list[Any]) -> tuple[list[float], list[str] | None]:
-    """x positions, and tick labels when the values are categories (else None)."""
-    if all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
-        return [float(v) for v in values], None
-    labels = sorted({str(v) for v in values})
-    return [float(labels.index(str(v))) for v in values], labels
-
-
-def _scale(ax: Any, method: str, dataset: str, key: str, xs: list[float]) -> None:
-    """A log axis for a log-uniform key (symlog when the official value is 0)."""
-    from matplotlib.ticker import NullFormatter
-
-    dist: Any = search_space(method, dataset).get(key)  # a log-scaled Float/IntDistribution
-    if not getattr(dist, "log", False):
-        return
-    if min(xs) > 0:
-        ax.set_xscale("log")
-        ax.set_xlim(min(dist.low, *xs) / 1.5, max(dist.high, *xs) * 1.5)  # the whole space
-    else:
-        ax.set_xscale("symlog", linthresh=dist.low)
-    ax.xaxis.set_minor_formatter(NullFormatter())
-
-
-def plot_tuning(tuned: TunedFile, output: Path) -> list[Path]:
-    """Validation accuracy of every trial against each tuned hyperparameter, one row of panels
-    per method, one colour per dataset x ratio; the official configuration as a square, the
-    winner circled. Written as PNG and PDF."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    methods = method_order([c.method for c in tuned.cells])
-    keys = {
-        m: sorted({k for c in tuned.cells if c.method == m for k in c.hparams}) for m in methods
-    }
-    width = max(len(k) for k in keys.values())
-    fig, axes = plt.subplots(
-        len(methods), width, figsize=(3.6 * width, 3.0 * len(methods)), squeeze=False
-    )
-    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    for row, method in enumerate(methods):
-        cells = [c for c in tuned.cells if c.method == method]
-        for col in range(width):
-            ax = axes[row][col]
-            if col >= len(keys[method]):
-                ax.axis("off")
-                continue
-            key = keys[method][col]
-            trials = [(c, t) for c in cells for t in c.trials if t["valid_accuracy"] is not None]
-            xs, ticks = _axis_values([t["hparams"][key] for _, t in trials])
-            for i, cell in enumerate(cells):
-                colour = colours[i % len(colours)]
-                label = f"{dataset_name(cell.dataset)} {cell.ratio:g}%"
-                mine = [(x, t) for x, (c, t) in zip(xs, trials, strict=True) if c is cell]
-                for x, t in mine:
-                    marker = "s" if t["trial"] == 0 else "o"
-                    ax.scatter(x, t["valid_accuracy"], color=colour, marker=marker, s=28)
-                    if t["trial"] == cell.trial:
-                        ax.scatter(
-                            x, t["valid_accuracy"], s=160, facecolors="none", edgecolors=colour
-                        )
-                ax.scatter([], [], color=colour, label=label)
-            if ticks is not None:
-                ax.set_xticks(range(len(ticks)), ticks)
-            elif xs:
-                _scale(ax, method, cells[0].dataset, key, xs)
-            ax.set_xlabel(key)
-            if col == 0:
-                ax.set_ylabel(f"{method_name(method)}\nvalid accuracy (%)")
-        axes[row][0].legend(fontsize=7)
-    fig.suptitle(
-        f"bench tune: {tuned.num_trials} trials per cell, validation accuracy at the "
-        f"`{tuned.selection}` checkpoint (square: official configuration; circled: chosen)",
-        fontsize=10,
-    )
-    fig.tight_layout()
-    return save_png_pdf(fig, output)

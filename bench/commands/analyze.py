@@ -17,7 +17,7 @@ from typing import Any
 from debias_bench.analysis import amp_parity
 from debias_bench.analysis.ablations import ABLATIONS, ablation_frame, get_ablation, plot_ablation
 from debias_bench.analysis.tuning import TUNED_FILE, read_tuned
-from debias_bench.analysis.tuning_report import plot_tuning
+from debias_bench.analysis.tuning_plot import plot_tuning
 from debias_bench.config.selection import SELECTIONS
 from debias_bench.errors import BenchError
 from debias_bench.reporting.figures import save_png_pdf

@@ -24,7 +24,7 @@ from tabulate import tabulate
 
 from debias_bench import paths
 from debias_bench.analysis.ablations import ablation_grids, get_ablation
-from debias_bench.analysis.tuning_report import check_tuned_cells, tuned_values
+from debias_bench.analysis.tuned_checks import check_tuned_cells, tuned_values
 from debias_bench.config.grid import Grid, expand, grid_size, large_grid_warning
 from debias_bench.config.run_config import RunConfig
 from debias_bench.config.terms import sweep_note
@@ -80,7 +80,7 @@ def plan_grid(request: GridRequest) -> Plan:
     duplicates (overlapping grids of an ablation) once."""
     tuned: dict[tuple[str, str, float], dict[str, Any]] = {}
     notes: list[str] = []
-    if request.hparams:  # checked: types, duplicates, protocol (analysis.tuning_report)
+    if request.hparams:  # checked: types, duplicates, protocol (analysis.tuned_checks)
         tuned, notes = tuned_values(request.hparams, request.protocol, request.preset)
     grid = Grid(
         methods=list(dict.fromkeys(METHODS.resolve(names_of(request.methods)))),
