@@ -14,7 +14,7 @@ from debias_bench.errors import ConfigError
 from debias_bench.launchers.factories import LAUNCHERS, Launchable
 from debias_bench.launchers.options import LauncherOption
 from debias_bench.launchers.run_one import MAX_ATTEMPTS
-from debias_bench.reporting.significance import (
+from debias_bench.reporting.intervals import (
     ALPHA,
     BOOTSTRAP_SEED,
     INTERVALS,

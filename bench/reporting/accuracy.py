@@ -29,6 +29,7 @@ from debias_bench.reporting.layout import (
 from debias_bench.reporting.model import Column, Row, Table
 from debias_bench.reporting.options import ReportOptions
 from debias_bench.reporting.paper import PaperNumbers
+from debias_bench.reporting.ranks import RankTest, rank_test
 from debias_bench.reporting.runs import (
     SeedCells,
     block_meta,
@@ -37,7 +38,6 @@ from debias_bench.reporting.runs import (
     run_table,
     unfinished_notes,
 )
-from debias_bench.reporting.significance import RankTest, rank_test
 from debias_bench.reporting.stats import TieTests, mark_best, mark_ties, samples_by, set_interval
 from debias_bench.reporting.terms import marked_columns, terms_differences
 

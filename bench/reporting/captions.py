@@ -5,7 +5,8 @@ from __future__ import annotations
 from debias_bench.reporting.layout import dataset_name, kind_of_test_set, method_name
 from debias_bench.reporting.options import ReportOptions
 from debias_bench.reporting.paper import PaperNumbers
-from debias_bench.reporting.significance import PAIRED, WELCH, RankTest
+from debias_bench.reporting.ranks import RankTest
+from debias_bench.reporting.significance import PAIRED, WELCH
 from debias_bench.reporting.stats import STATISTIC, TieTests
 from debias_bench.reporting.terms import TermsDifference, terms_caption
 

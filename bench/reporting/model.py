@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from debias_bench.reporting.significance import RankTest
+from debias_bench.reporting.ranks import RankTest
 
 
 @dataclass

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from debias_bench.reporting.intervals import IntervalSpec
 from debias_bench.reporting.layout import reference_layout
-from debias_bench.reporting.significance import IntervalSpec
 
 
 def _papers_method() -> str | None:

@@ -30,8 +30,8 @@ from debias_bench.reporting.layout import (
 from debias_bench.reporting.model import Table
 from debias_bench.reporting.options import ReportOptions
 from debias_bench.reporting.paper import PaperNumbers
+from debias_bench.reporting.ranks import RankTest, rank_shortfall
 from debias_bench.reporting.runs import finished
-from debias_bench.reporting.significance import RankTest, rank_shortfall
 from debias_bench.reporting.stats import seed_stats
 
 FORMATS = ("png", "pdf")

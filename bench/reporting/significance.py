@@ -30,6 +30,11 @@ and the docs page compute alike. Every test comes from a maintained library; wha
   critical difference q(1 - alpha, k, inf)/sqrt 2 * sqrt(k(k+1)/(6N)) (``scipy.stats.
   studentized_range``; Demsar 2006): two methods whose average ranks differ by less are not told
   apart. Ranks use the means over seeds only, not their spread.
+
+This module tests two cells (:func:`difference`, :func:`compare_methods`), corrects over a
+family (Holm) and counts the seeds a test needs. The intervals of one cell are
+:mod:`debias_bench.reporting.intervals`, the ranking over a table's cells
+:mod:`debias_bench.reporting.ranks`; their names are importable from here too.
 """
 
 from __future__ import annotations
@@ -37,135 +42,69 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
-#: the default level of the tests, and 1 - the intervals' coverage
-ALPHA = 0.05
+from debias_bench.reporting.intervals import (
+    _FLAT,
+    ALPHA,
+    BOOTSTRAP_SEED,
+    INTERVALS,
+    RESAMPLES,
+    IntervalSpec,
+    bootstrap_interval,
+    flat,
+    t_interval,
+)
+from debias_bench.reporting.ranks import (
+    MIN_RANKED_CELLS,
+    MIN_RANKED_METHODS,
+    RankTest,
+    rank_shortfall,
+    rank_test,
+)
+
+__all__ = [
+    "ALPHA",
+    "BOOTSTRAP_SEED",
+    "INTERVALS",
+    "MAX_SEEDS",
+    "MIN_RANKED_CELLS",
+    "MIN_RANKED_METHODS",
+    "PAIRED",
+    "POWER",
+    "RESAMPLES",
+    "WELCH",
+    "Compared",
+    "Difference",
+    "IntervalSpec",
+    "RankTest",
+    "Sample",
+    "bootstrap_interval",
+    "compare_methods",
+    "corrected",
+    "difference",
+    "flat",
+    "holm",
+    "holm_compared",
+    "pair",
+    "power",
+    "rank_shortfall",
+    "rank_test",
+    "seeds_needed",
+    "t_interval",
+]
+
 #: the power at which ``seeds_needed`` detects an observed difference
 POWER = 0.8
-#: interval kinds of ``bench report --interval`` and ``bench compare --interval``
-INTERVALS = ("t", "bootstrap")
-#: the default bootstrap resample count and seed
-RESAMPLES = 9999
-BOOTSTRAP_SEED = 0
 #: ``seeds_needed`` looks no further (a larger need prints as ``> MAX_SEEDS``)
 MAX_SEEDS = 10_000
 PAIRED = "paired t"
 WELCH = "Welch t"
-#: a ranking (Friedman, Nemenyi, the critical-difference diagram) needs this many methods with a
-#: number in every cell, and this many cells
-MIN_RANKED_METHODS = 3
-MIN_RANKED_CELLS = 2
-#: equal "up to float rounding": scipy's own test for catastrophic cancellation (its moments
-#: warn when every value is within 10 eps of their mean, relative to the mean)
-_FLAT = 10 * float(np.finfo(float).eps)
 
 
-# ------------------------------------------------------------------------------ intervals
-@dataclass(frozen=True)
-class IntervalSpec:
-    """How an interval is computed: ``t`` or ``bootstrap`` (with its resamples and seed)."""
-
-    kind: str = "t"
-    alpha: float = ALPHA
-    resamples: int = RESAMPLES
-    seed: int = BOOTSTRAP_SEED
-
-    def __post_init__(self) -> None:
-        if self.kind not in INTERVALS:
-            raise ValueError(f"interval must be one of {INTERVALS}, not {self.kind!r}")
-        if not 0.0 < self.alpha < 1.0:
-            raise ValueError(f"alpha must lie in (0, 1), not {self.alpha}")
-        if self.resamples < 1:
-            raise ValueError(f"bootstrap resamples must be >= 1, not {self.resamples}")
-
-    @property
-    def level(self) -> str:
-        """The coverage as printed: ``95 %``."""
-        return f"{100 * (1 - self.alpha):g} %"
-
-    def describe(self) -> str:
-        """What the interval is, for a caption."""
-        if self.kind == "t":
-            return (
-                f"the {self.level} t-interval of the mean over seeds "
-                "(mean ± t(1 − α/2, n − 1)·s/√n; assumes normal seed results; none for n = 1)"
-            )
-        return (
-            f"the {self.level} percentile bootstrap interval of the mean over seeds "
-            f"({self.resamples} resamples, seed {self.seed}; with 3 seeds narrower than the "
-            "t-interval; none for n = 1)"
-        )
-
-    def describe_difference(self) -> str:
-        """What the interval of a difference of two cells' means is, for a caption."""
-        if self.kind == "t":
-            return (
-                f"its {self.level} t-interval (of the paired differences, or Welch's where the "
-                "runs do not pair)"
-            )
-        return (
-            f"its {self.level} percentile bootstrap interval ({self.resamples} resamples, seed "
-            f"{self.seed}; of the paired differences, or the two cells resampled apart)"
-        )
-
-    def of(self, values: Sequence[float]) -> tuple[float, float] | None:
-        """The interval of the mean of ``values``; None for fewer than 2."""
-        if self.kind == "t":
-            return t_interval(values, self.alpha)
-        return bootstrap_interval(values, self.alpha, self.resamples, self.seed)
-
-
-def t_interval(values: Sequence[float], alpha: float = ALPHA) -> tuple[float, float] | None:
-    """mean +- t(1 - alpha/2, n - 1) * s / sqrt(n); None for n < 2."""
-    from scipy import stats  # ~1 s to import: only when statistics are asked for
-
-    x = np.asarray(values, dtype=float)
-    if len(x) < 2:
-        return None
-    if flat(x):  # no spread (scipy would warn of precision loss, or divide by 0)
-        return float(x.mean()), float(x.mean())
-    sem = float(stats.sem(x))
-    low, high = stats.t.interval(1 - alpha, len(x) - 1, loc=float(x.mean()), scale=sem)
-    return float(low), float(high)
-
-
-def bootstrap_interval(
-    values: Sequence[float], alpha: float = ALPHA, resamples: int = RESAMPLES, seed: int = 0
-) -> tuple[float, float] | None:
-    """The percentile bootstrap interval of the mean; None for n < 2."""
-    from scipy import stats  # ~1 s to import: only when statistics are asked for
-
-    x = np.asarray(values, dtype=float)
-    if len(x) < 2:
-        return None
-    if flat(x):  # every resample has the same mean
-        return float(x[0]), float(x[0])
-    result = stats.bootstrap(
-        (x,),
-        np.mean,
-        confidence_level=1 - alpha,
-        n_resamples=resamples,
-        method="percentile",
-        rng=np.random.default_rng(seed),
-    )
-    ci = result.confidence_interval
-    return float(ci.low), float(ci.high)
-
-
-def flat(values: np.ndarray) -> bool:
-    """Whether ``values`` are all equal up to float rounding (relative to their mean): they
-    have no spread a test could use (scipy's moments lose all precision on them)."""
-    x = np.asarray(values, dtype=float)
-    mean = float(x.mean())
-    deviation = float(np.max(np.abs(x - mean)))
-    return deviation == 0.0 or deviation < _FLAT * abs(mean)
-
-
-# ------------------------------------------------------------------------------ two cells
 @dataclass(frozen=True)
 class Sample:
     """One cell's values by seed, and the data builds (fingerprints) its runs trained on; an
@@ -406,82 +345,3 @@ def holm_compared(compared: Sequence[Compared]) -> list[Compared]:
     """``compared`` with Holm-adjusted p-values over all of its tests."""
     adjusted = iter(corrected([c.difference for c in compared if c.difference is not None]))
     return [c if c.difference is None else replace(c, difference=next(adjusted)) for c in compared]
-
-
-# ------------------------------------------------------------------------------ the grid
-@dataclass(frozen=True)
-class RankTest:
-    """Average ranks of methods over the cells (blocks) of a table, the Friedman test and the
-    Nemenyi post hoc (p-values and critical difference)."""
-
-    methods: tuple[str, ...]
-    blocks: tuple[str, ...]
-    ranks: dict[str, float]  # average rank, 1 = best
-    statistic: float
-    p: float
-    cd: float  # Nemenyi critical difference at alpha
-    nemenyi: dict[tuple[str, str], float]  # (a, b) -> p, both orders
-    alpha: float = ALPHA
-    left_out: tuple[str, ...] = field(default=())  # methods missing from some cell
-
-    def describe(self, name: Any = str) -> str:
-        """The ranks and tests as a caption sentence (``name`` prints a method)."""
-        order = sorted(self.methods, key=lambda m: (self.ranks[m], m))
-        ranks = ", ".join(f"{name(m)} {self.ranks[m]:.2f}" for m in order)
-        text = (
-            f"Average rank over the {len(self.blocks)} cells (1 = best mean): {ranks}; "
-            f"Friedman χ²({len(self.methods) - 1}) = {self.statistic:.2f}, p = {self.p:.3g} "
-            f"(chi-square approximation); Nemenyi critical difference at α = {self.alpha:g}: "
-            f"{self.cd:.2f}."
-        )
-        if self.left_out:
-            text += f" Not ranked (no number in every cell): {', '.join(map(name, self.left_out))}."
-        return text
-
-
-def rank_shortfall(cells: int, methods: int) -> str | None:
-    """Why a table of ``cells`` cells, with ``methods`` methods that have a number in every
-    one, cannot be ranked (:func:`rank_test`); None when it can."""
-    if cells >= MIN_RANKED_CELLS and methods >= MIN_RANKED_METHODS:
-        return None
-    return (
-        f"{cells} cell{'s' * (cells != 1)} and {methods} method{'s' * (methods != 1)} with a "
-        f"number in every cell, where a ranking needs at least {MIN_RANKED_CELLS} cells and "
-        f"{MIN_RANKED_METHODS} methods"
-    )
-
-
-def rank_test(grid: Mapping[str, Mapping[str, float]], alpha: float = ALPHA) -> RankTest | None:
-    """``grid``: block (a cell of the table) -> method -> its mean over seeds. Methods without a
-    number in every block are left out; None with fewer than ``MIN_RANKED_METHODS`` methods or
-    ``MIN_RANKED_CELLS`` blocks left (:func:`rank_shortfall`)."""
-    import pandas as pd
-    import scikit_posthocs as sp  # heavy (seaborn, matplotlib): only when statistics are asked
-    from scipy import stats  # ~1 s to import: only when statistics are asked for
-
-    blocks = list(grid)
-    methods = list(dict.fromkeys(m for b in blocks for m in grid[b]))
-    full = [m for m in methods if all(_finite(grid[b].get(m)) for b in blocks)]
-    if rank_shortfall(len(blocks), len(full)) is not None:
-        return None
-    matrix = np.array([[grid[b][m] for m in full] for b in blocks], dtype=float)
-    ranks = np.vstack([stats.rankdata(-row) for row in matrix])
-    statistic, p = stats.friedmanchisquare(*matrix.T)
-    nemenyi = sp.posthoc_nemenyi_friedman(pd.DataFrame(matrix, columns=full))
-    k, n = len(full), len(blocks)
-    q = stats.studentized_range.ppf(1 - alpha, k, np.inf) / math.sqrt(2)
-    return RankTest(
-        methods=tuple(full),
-        blocks=tuple(blocks),
-        ranks={m: float(r) for m, r in zip(full, ranks.mean(axis=0), strict=True)},
-        statistic=float(statistic),
-        p=float(p),
-        cd=float(q * math.sqrt(k * (k + 1) / (6 * n))),
-        nemenyi={(a, b): float(nemenyi.loc[a, b]) for a in full for b in full if a != b},
-        alpha=alpha,
-        left_out=tuple(m for m in methods if m not in full),
-    )
-
-
-def _finite(value: float | None) -> bool:
-    return value is not None and math.isfinite(value)

@@ -10,14 +10,9 @@ from dataclasses import dataclass
 import pandas as pd
 
 from debias_bench.reporting.grouping import FINGERPRINT
+from debias_bench.reporting.intervals import IntervalSpec
 from debias_bench.reporting.model import Cell
-from debias_bench.reporting.significance import (
-    PAIRED,
-    Difference,
-    IntervalSpec,
-    Sample,
-    corrected,
-)
+from debias_bench.reporting.significance import PAIRED, Difference, Sample, corrected
 from debias_bench.reporting.significance import difference as sample_difference
 from debias_bench.runs.states import RunState
 

@@ -19,15 +19,10 @@ from debias_bench.errors import ConfigError
 from debias_bench.reporting import ALL, ReportOptions, Table, build_tables, load_paper, render
 from debias_bench.reporting.foreign import foreign_runs
 from debias_bench.reporting.grouping import apply_where, parse_where
+from debias_bench.reporting.intervals import ALPHA, BOOTSTRAP_SEED, RESAMPLES, IntervalSpec
 from debias_bench.reporting.layout import reference_layout
 from debias_bench.reporting.paper import DEFAULT_PAPER
 from debias_bench.reporting.records import load_records
-from debias_bench.reporting.significance import (
-    ALPHA,
-    BOOTSTRAP_SEED,
-    RESAMPLES,
-    IntervalSpec,
-)
 from debias_bench.runs.store import check_store
 
 
