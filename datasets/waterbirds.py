@@ -22,7 +22,11 @@ backbone is the ImageNet-pretrained ResNet-50 of GroupDRO, JTT and DFR.
 The **adjusted average** that Sagawa et al. and DFR report on Waterbirds is the test accuracy
 of each (class, background) group weighted by that group's share of the training split
 (:data:`TRAIN_GROUP_COUNTS`, the release's), which undoes the test split's balancing;
-``adjusted_average`` computes it, and the ``subpop`` table shows it.
+``adjusted_average`` computes it. The family declares those weights as ``adjusted_weights``, and
+``bench report --table subpop`` shows it in its ``adjusted avg.`` column, computed from the
+group accuracies each run records (the release's weights, whatever build a run trained on: a
+``--preset smoke`` build's 40 images a group too); ``--compare-paper`` compares it with the
+published averages (``results/reference/subpop_waterbirds_celeba.yaml``'s ``adjusted_average``).
 """
 
 from __future__ import annotations
@@ -109,7 +113,8 @@ class Waterbirds(MetadataFamily):
     }
     train_sizes: ClassVar[Mapping[float, int]] = {5.0: 4_795}
     valid_split = "the release's validation split (split 1), each class equally on both backgrounds"
-    #: (class x bias) weights of the adjusted average (the release's training groups)
+    #: (class x bias) weights of the adjusted average (the release's training groups), which
+    #: the ``subpop`` table reads (``debias_bench.reporting.records.adjusted_weights``)
     adjusted_weights: ClassVar[tuple[tuple[int, ...], ...]] = TRAIN_GROUP_COUNTS
 
     @property

@@ -12,9 +12,9 @@ A's numbers and adds B's cells where A has none (``load_paper``), each source na
 Besides the test accuracy (``accuracy``, compared by the accuracy tables and the ``subpop``
 table's average), a reference may give the worst-group test accuracy (``worst_group``, compared
 by the ``subpop`` table) and Waterbirds' adjusted average (``adjusted_average``: the test groups
-weighted by the training groups, which Sagawa et al. and DFR call the average; parsed, compared
-by no table yet), each keyed like ``accuracy``
-(``results/reference/subpop_waterbirds_celeba.yaml``).
+weighted by the training groups, which Sagawa et al. and DFR call the average; compared by the
+``subpop`` table's adjusted-average column, never with our test accuracy), each keyed like
+``accuracy`` (``results/reference/subpop_waterbirds_celeba.yaml``).
 """
 
 from __future__ import annotations
@@ -51,7 +51,8 @@ class PaperNumbers:
     per_class: dict[tuple[str, float, str, str], Stat] = field(default_factory=dict)
     #: worst-group test accuracy (the ``subpop`` table's worst-group column)
     worst_group: dict[CellKey, Stat] = field(default_factory=dict)
-    #: Waterbirds' adjusted average, kept apart from ``accuracy`` (not our test accuracy)
+    #: Waterbirds' adjusted average, kept apart from ``accuracy`` (not our test accuracy): the
+    #: ``subpop`` table's adjusted-average column
     adjusted_average: dict[CellKey, Stat] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     #: method -> the paper its numbers come from, where it is not ``source``

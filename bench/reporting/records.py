@@ -2,12 +2,16 @@
 
 A run whose files cannot be read is listed as ``corrupt`` (with the file and the fix) and never
 stops the report; its method, dataset, ratio and seed then come from its run id.
+
+A split's ``adjusted_average`` (Waterbirds: the ``subpop`` table's adjusted average) is computed
+here from the group accuracies its result records and the weights its dataset's family declares
+(:func:`adjusted_average_of`); every other dataset's is None.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from typing import Any
 
 import pandas as pd
@@ -48,6 +52,7 @@ COLUMNS = [
     "step",
     *METRICS,
     *COUNTS.values(),
+    "adjusted_average",
     "per_class_accuracy",
     "worst_group",
     *RESULT_COLUMNS,
@@ -118,6 +123,7 @@ def run_rows(run_dir: RunDir, stale_results: bool = False) -> list[dict[str, Any
     base[FINGERPRINT] = fingerprint(config, result)
     if config and base[FINGERPRINT]:  # --where data_fingerprint=... matches it too
         base["config"] = {**(base["config"] or {}), FINGERPRINT: base[FINGERPRINT]}
+    weights = adjusted_weights(base.get("dataset"))
     rows = []
     for selection, chosen in result["selections"].items():
         for split in ("valid", "test"):
@@ -130,11 +136,39 @@ def run_rows(run_dir: RunDir, stale_results: bool = False) -> list[dict[str, Any
                     "step": chosen.get("step"),
                     **{m: metrics.get(m) for m in METRICS},
                     **{c: metrics.get(c) for c in COUNTS.values()},
+                    "adjusted_average": adjusted_average_of(metrics, weights),
                     "per_class_accuracy": metrics.get("per_class_accuracy"),
                     "worst_group": metrics.get("worst_group"),
                 }
             )
     return rows
+
+
+def adjusted_weights(dataset: str | None) -> Sequence[Sequence[int]] | None:
+    """The (class x bias) weights of the adjusted average that ``dataset``'s family declares
+    (``adjusted_weights``: Waterbirds' training groups), None for a family without them or a
+    dataset not registered."""
+    if not dataset or dataset not in DATASETS:
+        return None
+    return getattr(DATASETS.get(dataset), "adjusted_weights", None)
+
+
+def adjusted_average_of(
+    metrics: dict[str, Any], weights: Sequence[Sequence[int]] | None
+) -> float | None:
+    """A split's adjusted average: its recorded ``group_accuracy`` weighted by ``weights``
+    (:func:`debias_bench.datasets.waterbirds.adjusted_average`, its one computation); None
+    without weights, without group accuracies (a result recorded before they were), with a
+    weighted group empty, or with groups of another shape than the weights'."""
+    groups = metrics.get("group_accuracy")
+    if not weights or not isinstance(groups, list):
+        return None
+    from debias_bench.datasets.waterbirds import adjusted_average
+
+    try:
+        return adjusted_average(groups, weights)
+    except (TypeError, ValueError):  # not a (class x bias) grid of the weights' shape
+        return None
 
 
 def with_worst_group(metrics: dict[str, Any]) -> dict[str, Any]:
