@@ -6,8 +6,6 @@ weights."""
 
 from __future__ import annotations
 
-import json
-
 from debias_bench.cli import main
 from debias_bench.datasets import celeba, waterbirds
 from debias_bench.datasets.resnet50 import WEIGHT_FILES
@@ -43,8 +41,10 @@ def test_the_paper_recipe_names_the_missing_resnet50_weights(tmp_path, monkeypat
     waterbirds.write_release(raw / "waterbirds" / waterbirds.RELEASE)
     argv = ["run", "--methods", "vanilla", "--datasets", "waterbirds", "--set", "steps=1"]
     argv += ["--raw-root", str(raw), "--data-root", str(tmp_path / "data"), "--out", str(out)]
-    assert main(argv) == 1
-    (status,) = [json.loads(p.read_text()) for p in out.glob("*/status.json")]
-    assert status["state"] == "failed"
-    assert WEIGHT_FILES[0] in status["error"]
-    assert str(tmp_path / "torch" / "hub" / "checkpoints") in status["error"]
+    capsys.readouterr()
+    assert main(argv) == 2  # before any run starts (launchers.preflight.check_weights)
+    err = capsys.readouterr().err
+    assert "pretrained weights missing; nothing was started" in err
+    assert WEIGHT_FILES[0] in err and "resnet50_pretrained: " in err
+    assert str(tmp_path / "torch" / "hub" / "checkpoints") in err
+    assert not list(out.glob("*/status.json"))
