@@ -1,33 +1,31 @@
-"""One run's folder and its only writer, :class:`RunDir`: every state change, file write and
-verified read of a run goes through it (the folder layout: :mod:`debias_bench.runs.store`)."""
+"""One run's record and its only writer, :class:`RunDir`: every state change, file write and
+verified read of a run goes through it (the folder layout: :mod:`debias_bench.runs.store`; the
+folder's paths, lock, logs and metrics records: :class:`~debias_bench.runs.run_folder.RunFolder`,
+which it extends)."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import socket
 import threading
 import time
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 from debias_bench.config.run_config import RunConfig
 from debias_bench.errors import CorruptDataError, FailReason
 from debias_bench.runs.files import (
-    RUN_FILES,
     checkpoint_stamp,
     described_run,
-    fix_hint,
     incomplete_result,
     inconsistent_result,
-    metrics_line,
-    parse_metrics_line,
     read_checkpoint,
 )
-from debias_bench.runs.jsonio import read_json, remove_temp_files, write_atomic, write_json, writing
-from debias_bench.runs.lock import hold_lock, lock_held, pid_alive
-from debias_bench.runs.nofollow import open_own, read_tail
+from debias_bench.runs.jsonio import read_json, write_json, writing
+from debias_bench.runs.lock import pid_alive
+from debias_bench.runs.nofollow import open_own
 from debias_bench.runs.provenance import code_hash
+from debias_bench.runs.run_folder import RunFolder
 from debias_bench.runs.states import (
     Facts,
     RunState,
@@ -38,28 +36,11 @@ from debias_bench.runs.states import (
 
 #: serialises read-modify-write of status.json between the threads of one process
 _STATUS_LOCK = threading.RLock()
-#: (metrics.jsonl, mtime, size) -> its evaluation records
-_LOGGED: dict[tuple[str, int, int], list[dict[str, Any]]] = {}
 
 
-class RunDir:
+class RunDir(RunFolder):
     """One run's record, and its only writer: every file of the run is written here, by the
     process that holds the run's lock, and every read is verified against the run's id."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = Path(path)
-
-    config_path = property(lambda self: self.path / "config.json")
-    status_path = property(lambda self: self.path / "status.json")
-    metrics_path = property(lambda self: self.path / "metrics.jsonl")
-    checkpoint_path = property(lambda self: self.path / "checkpoint.pt")
-    result_path = property(lambda self: self.path / "result.json")
-    #: where each experiment tracker has this run and the last step it was sent (bench.tracking)
-    tracking_path = property(lambda self: self.path / "tracking.json")
-
-    @property
-    def run_id(self) -> str:
-        return self.path.name
 
     # ---------------------------------------------------------------- plan / config
     def plan(self, config: dict[str, Any]) -> bool:
@@ -249,9 +230,6 @@ class RunDir:
         self.transition(RunState.DEAD, error=error, heartbeat=0.0, **fields)
 
     # ---------------------------------------------------------------- faults and state
-    def _fix(self, name: str) -> str:
-        return fix_hint(self.path, name)
-
     def fault(self) -> str | None:
         """The first missing, unreadable or foreign file of the run, and the fix; None when
         none is."""
@@ -271,10 +249,6 @@ class RunDir:
             return status, None, str(exc)
         return status, result, None
 
-    def _has_files(self) -> bool:
-        """Whether any of the run's files exists (a directory that has none is no run yet)."""
-        return any((self.path / name).exists() for name in RUN_FILES)
-
     def _result(self) -> dict[str, Any] | None:
         """The complete result, None when there is none; CorruptDataError when it is torn,
         not finite, incomplete, or written for another run or configuration."""
@@ -292,20 +266,6 @@ class RunDir:
         if problem:
             raise CorruptDataError(f"{self.result_path} {problem}", hint=self._fix("result.json"))
         return result
-
-    def _logged_metrics(self) -> list[dict[str, Any]]:
-        """The evaluation records, read once per version of ``metrics.jsonl`` (the result is
-        checked against them on every read)."""
-        try:
-            stat = self.metrics_path.stat()
-        except FileNotFoundError:
-            return []
-        key = (str(self.metrics_path), stat.st_mtime_ns, stat.st_size)
-        if key not in _LOGGED:
-            if len(_LOGGED) > 256:
-                _LOGGED.clear()
-            _LOGGED[key] = self.metrics()
-        return _LOGGED[key]
 
     def _foreign(self, stamped: dict[str, Any], name: str) -> str | None:
         """Why ``stamped`` (a result or a checkpoint) is not this run's, None when it is.
@@ -356,94 +316,11 @@ class RunDir:
             pid_alive=pid_alive(pid) if running else False,
         )
 
-    def _written_age(self) -> float | None:
-        """Seconds since ``status.json`` was last written, by this host's clock (its mtime);
-        None when it cannot be read."""
-        try:
-            return time.time() - self.status_path.stat().st_mtime
-        except OSError:
-            return None
-
     def effective_state(self, owned: bool = False) -> RunState:
         """The run's state, decided once in :func:`debias_bench.runs.states.effective_state`:
         corrupt, done (a complete result), dead (a 'running' run whose process is gone), or the
         recorded state. ``owned``: the caller holds the run's lock."""
         return effective_state(self.facts(), owned=owned)
-
-    # ---------------------------------------------------------------- ownership
-    lock_path = property(lambda self: self.path / ".lock")
-    stderr_path = property(lambda self: self.path / "stderr.log")
-    stdout_path = property(lambda self: self.path / "stdout.log")
-
-    def claim(self, wait_s: float = 3.0) -> contextlib.AbstractContextManager[bool]:
-        """Hold the run's lock for the duration of the block; yields False if another process
-        holds it (:func:`~debias_bench.runs.lock.hold_lock`)."""
-        return hold_lock(self.lock_path, wait_s)
-
-    def lock_held(self) -> bool | None:
-        """Whether some process holds the run's lock; None when it cannot be told."""
-        return lock_held(self.lock_path)
-
-    def open_log(self, path: Path) -> BinaryIO:
-        """``stderr.log`` or ``stdout.log`` (``path``) opened to append the worker's output,
-        never through a link put in its place (:func:`~debias_bench.runs.nofollow.open_own`)."""
-        return open(open_own(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT), "ab")
-
-    def remove_temp_files(self) -> list[Path]:
-        """Delete the temporary files that writes of a dead or failed process left behind
-        (call it only while holding the run's lock); returns them."""
-        return remove_temp_files(self.path)
-
-    def log_tail(self, offset: int = 0, max_chars: int = 2000, path: Path | None = None) -> str:
-        """The end of ``stderr.log`` (or ``path``) from byte ``offset`` on
-        (:func:`~debias_bench.runs.nofollow.read_tail`: never through a link)."""
-        return read_tail(path or self.stderr_path, offset, max_chars)
-
-    # ---------------------------------------------------------------- metrics
-    def tracking(self) -> dict[str, Any]:
-        """The trackers' cursors (``{}`` when none, or when the file is unreadable: the
-        trackers then start over, which repeats nothing they check)."""
-        try:
-            cursors = read_json(self.tracking_path)
-        except (OSError, CorruptDataError):
-            return {}
-        return cursors if isinstance(cursors, dict) else {}
-
-    def set_tracking(self, key: str, cursor: dict[str, Any]) -> None:
-        """Record where tracker ``key`` has this run (the caller holds the run's lock)."""
-        write_json(self.tracking_path, {**self.tracking(), key: cursor})
-
-    def append_metrics(self, record: dict[str, Any]) -> None:
-        """Append one record; it starts on a fresh line even after a torn one."""
-        line = metrics_line(record)
-        flags = os.O_RDWR | os.O_APPEND | os.O_CREAT
-        with writing(self.metrics_path), open(open_own(self.metrics_path, flags), "ab+") as handle:
-            if handle.seek(0, os.SEEK_END) > 0:
-                handle.seek(-1, os.SEEK_END)
-                if handle.read(1) != b"\n":
-                    line = "\n" + line
-            handle.write(line.encode())
-            handle.flush()
-            os.fsync(handle.fileno())
-
-    def metrics(self) -> list[dict[str, Any]]:
-        """The evaluation records; torn lines (a crash mid-append) are skipped, never the
-        records after them."""
-        try:
-            text = self.metrics_path.read_bytes().decode("utf-8", errors="replace")
-        except FileNotFoundError:
-            return []
-        records = (parse_metrics_line(line) for line in text.splitlines())
-        return [r for r in records if r is not None]
-
-    def truncate_metrics(self, max_step: int) -> None:
-        """Keep the evaluations up to the step being resumed from (0: starting from scratch),
-        one per step (the latest), and drop torn lines: no duplicate or lost records."""
-        if not self.metrics_path.exists():
-            return
-        by_step = {int(r["step"]): r for r in self.metrics() if int(r["step"]) <= max_step}
-        kept = [by_step[s] for s in sorted(by_step)]
-        write_atomic(self.metrics_path, "".join(metrics_line(r) for r in kept))
 
     # ---------------------------------------------------------------- checkpoint / result
     def save_checkpoint(self, state: dict[str, Any]) -> None:
