@@ -1,9 +1,9 @@
 """The sweep loop, the same for every launcher: decide, launch, watch, retry, summarise.
 
-A launcher only knows how to start runs and tell when they ended (:class:`Launcher`); the
+A launcher only knows how to start runs and tell when they ended (:class:`Launcher`, in
+:mod:`debias_bench.launchers.contract` with the :class:`Task` and :class:`Ended` it trades); the
 scheduler decides which runs to start (:func:`~debias_bench.launchers.run_one.decide`), retries
-failures
-with ``retry_failed`` up to ``max_attempts``, stops everything on the first failure with
+failures with ``retry_failed`` up to ``max_attempts``, stops everything on the first failure with
 ``fail_fast`` (running runs checkpoint and stay resumable), and prints a live summary line
 (done / running / queued / failed / pending, ETA: :class:`~debias_bench.runs.progress.LiveSummary`)
 as states change. :class:`SweepLoop` is the loop, one named step a method.
@@ -12,16 +12,15 @@ as states change. :class:`SweepLoop` is the loop, one named step a method.
 from __future__ import annotations
 
 import contextlib
-import signal
 import sys
 import time
-from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from debias_bench.config.run_config import RunConfig
+from debias_bench.launchers.contract import Ended, Launcher, Task, signal_label
 from debias_bench.launchers.run_one import MAX_ATTEMPTS, Outcome, decide, record_decision
 from debias_bench.runs.eta import done_timing, finished_timings, run_kind, time_left
 from debias_bench.runs.progress import Live, LiveSummary, summary_line
@@ -30,7 +29,7 @@ from debias_bench.runs.states import COUNTED_AS, SUCCESS, Decision, RunState, cl
 from debias_bench.runs.store import RunStore
 
 __all__ = [
-    "Ended",
+    "Ended",  # Ended, Launcher, Task and signal_label live in debias_bench.launchers.contract
     "Launcher",
     "LiveSummary",  # the summary line lives in debias_bench.runs.progress
     "Policy",
@@ -41,82 +40,6 @@ __all__ = [
     "signal_label",
     "summary_line",
 ]
-
-
-def signal_label(signum: int) -> str:
-    """``Ctrl-C`` for SIGINT, else the signal's name (``SIGTERM``), for what the sweep says."""
-    if signum == signal.SIGINT:
-        return "Ctrl-C"
-    try:
-        return signal.Signals(signum).name
-    except ValueError:
-        return f"signal {signum}"
-
-
-@dataclass
-class Task:
-    config: RunConfig
-    label: str
-
-    @property
-    def run_id(self) -> str:
-        return self.config.run_id
-
-
-@dataclass
-class Ended:
-    """A run whose worker (or job) ended, with the state it recorded."""
-
-    task: Task
-    state: RunState  # done | failed | interrupted | skipped | corrupt | running (elsewhere)
-    note: str = ""
-    ran: bool = True
-    result: dict[str, Any] | None = None
-
-
-class Launcher(ABC):
-    """Where runs execute. ``start`` must not block for long (except the inline launcher,
-    which runs in the caller's process)."""
-
-    name = "launcher"
-    poll_interval_s = 0.2
-
-    @abstractmethod
-    def free(self) -> int:
-        """How many more runs can start now."""
-
-    @abstractmethod
-    def start(self, tasks: list[Task]) -> None: ...
-
-    @abstractmethod
-    def poll(self) -> list[Ended]:
-        """The runs that ended since the last call."""
-
-    @abstractmethod
-    def active(self) -> dict[str, str]:
-        """run id -> 'running' or 'queued', for the runs started and not yet ended."""
-
-    @abstractmethod
-    def stop(self) -> None:
-        """Ask the active runs to checkpoint and stop (fail-fast, or a signal to the sweep)."""
-
-    def parallelism(self) -> int:
-        """How many runs execute at once (the sweep's start line says so)."""
-        return 1
-
-    def crowding(self) -> str | None:
-        """Why this launcher's CPU workers would oversubscribe this machine's busy cores now,
-        with the fixes (printed as a warning when a sweep has runs to do); None when they fit
-        or it cannot tell."""
-        return None
-
-    def detach(self) -> str | None:
-        """When the sweep process stops while runs are active: a message if they keep going
-        without it (SLURM), or None if the sweep must wait for them to stop (local)."""
-        return None
-
-    def close(self) -> None:  # noqa: B027 (optional hook)
-        """Release what the launcher holds when the sweep ends."""
 
 
 @dataclass
