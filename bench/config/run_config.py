@@ -6,9 +6,9 @@ METHOD DATASET`` prints every value with its layer):
 1. declared defaults (``debias_bench.config.hparams``: the engine's keys and the method's params)
    and the dataset's default backbone;
 2. the protocol's engine-wide switches (``PROTOCOLS``);
-3. the method's YAML: ``defaults``, then ``datasets.<dataset>`` (or, for a dataset registered
-   with ``recipe="cmnist"`` and no entry of its own, ``datasets.cmnist``), then its
-   ``ratios.<ratio>``, then ``protocols.<protocol>``;
+3. the method's YAML (``debias_bench.config.method_yaml_file``): ``defaults``, then
+   ``datasets.<dataset>`` (or, for a dataset registered with ``recipe="cmnist"`` and no entry of
+   its own, ``datasets.cmnist``), then its ``ratios.<ratio>``, then ``protocols.<protocol>``;
 4. the preset: its engine-wide values (``PRESETS``), then what the dataset's family declares
    for it (``DatasetFamily.presets``: its recipe's values, then its own; see
    ``debias_bench.data.facts``), then the method's own adjustments to it:
@@ -41,8 +41,7 @@ import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from functools import cache, cached_property
-from pathlib import Path
+from functools import cached_property
 from typing import Any
 
 import yaml
@@ -58,11 +57,12 @@ from debias_bench.config.hparams import (
     unknown_key,
 )
 from debias_bench.config.method_params import method_params
+from debias_bench.config.method_yaml_file import method_yaml, yaml_keys, yaml_name
 from debias_bench.config.run_length import scale_to_run
 from debias_bench.data.facts import dataset_recipe, preset_hparams
 from debias_bench.data.facts import preset_data_options as preset_data_options  # re-export
 from debias_bench.errors import ConfigError, UnknownNameError
-from debias_bench.registry import DATASETS, METHODS, module_file
+from debias_bench.registry import DATASETS, METHODS
 
 #: the engine's declarations by key (a method's own or redeclared keys are not these objects)
 _ENGINE = {p.name: p for p in ENGINE_HPARAMS}
@@ -120,44 +120,6 @@ def _check(name: str, table: dict[str, Any], kind: str) -> dict[str, Any]:
     return table[name]
 
 
-@cache
-def method_yaml(method: str) -> dict[str, Any]:
-    """The YAML beside a method's module: ``<module>.yaml`` in the module's folder
-    (``methods/lff.yaml``; for a plugin, ``my_methods.yaml`` beside ``my_methods.py``), or,
-    for a plugin module that defines several methods, ``<method name>.yaml`` there; empty when
-    there is none."""
-    path = _yaml_beside(method)
-    if path is None:
-        return {}
-    try:
-        data = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path} is not valid YAML ({exc})") from exc
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path} must be a mapping with defaults, datasets, ... at the top")
-    unknown = set(data) - {"defaults", "datasets", "protocols", "presets", "search"}
-    if unknown:
-        raise ConfigError(f"{path}: unknown top-level keys {sorted(unknown)}")
-    return data
-
-
-def yaml_name(method: str) -> str:
-    """The file name of the method's YAML as ``bench config`` names its layers (``lsrw.yaml``
-    for a plugin module's), ``<method>.yaml`` when it has none."""
-    path = _yaml_beside(method)
-    return path.name if path is not None else f"{method}.yaml"
-
-
-def _yaml_beside(method: str) -> Path | None:
-    source = module_file(METHODS.entry(method).module)  # the trainer's, not imported here
-    if source is None:
-        return None
-    for candidate in (source.with_suffix(".yaml"), source.with_name(f"{method}.yaml")):
-        if candidate.is_file():
-            return candidate
-    return None
-
-
 def parse_overrides(items: list[str] | None) -> dict[str, Any]:
     """``["lr=1e-3", "alpha=0"]`` -> ``{"lr": 0.001, "alpha": 0}`` (values parsed as YAML)."""
     out: dict[str, Any] = {}
@@ -183,30 +145,6 @@ def _by_ratio(table: dict[Any, Any], ratio: float | None) -> dict[str, Any]:
 def method_hparams(method: str) -> dict[str, HParam]:
     """Every key ``method`` may use: the engine's declarations and the method's own."""
     return declared(own_declarations(method_params(method)))
-
-
-@cache
-def yaml_keys(method: str) -> frozenset[str]:
-    """Every key the method's YAML names in a layer of its recipe (``defaults``, ``datasets``,
-    ``protocols`` and their ``ratios``), not in a preset's: ``RunConfig.identity`` needs it. A
-    preset's layer names keys for its own runs only, so naming a key there (DeNetDM's
-    ``image_size`` under ``smoke``) must not move the ids of every other run of the method."""
-    doc = method_yaml(method)
-    keys: set[str] = set()
-
-    def collect(layer: dict[str, Any] | None) -> None:
-        for key, value in (layer or {}).items():
-            if key == "ratios":
-                for sub in (value or {}).values():
-                    collect(sub)
-            elif key != "presets":
-                keys.add(key)
-
-    collect(doc.get("defaults"))
-    for table in ("datasets", "protocols"):
-        for layer in (doc.get(table) or {}).values():
-            collect(layer)
-    return frozenset(keys)
 
 
 @dataclass(frozen=True)
