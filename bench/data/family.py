@@ -1,4 +1,6 @@
-"""Base class of a dataset family: what a registered dataset declares, builds, loads and checks.
+"""Base class of a dataset family: how a registered dataset builds, loads and checks its data
+(what it declares and is made with, its options and its sources:
+:mod:`debias_bench.data.family_declaration`).
 
 A family builds its prepared splits into the npy store of ``debias_bench.data.split_store`` and
 replaces them atomically, in one place (``DatasetFamily.build_into``: ``seal_dataset`` then
@@ -25,18 +27,17 @@ dataset's recipe, the facts about its data from its own class only.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import shutil
 import sys
-from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 from debias_bench import former_names
 from debias_bench.data.declared import refuse_inherited_data_facts
-from debias_bench.data.download import Download
+from debias_bench.data.family_declaration import FamilyDeclaration
+from debias_bench.data.family_declaration import PresetValues as PresetValues  # re-export
+from debias_bench.data.family_declaration import exact_ratio as exact_ratio  # re-export
 from debias_bench.data.folder_swap import BUILDING, build_lock, leftovers, replace_dir, settle
 from debias_bench.data.integrity import (
     MANIFEST,
@@ -48,10 +49,9 @@ from debias_bench.data.integrity import (
     manifest_digests,
     range_checked,
 )
-from debias_bench.data.options import DataOption, check_options, declared_options
 from debias_bench.data.pool import pool_ends_with_us
 from debias_bench.data.raw_checks import check_raw_sources
-from debias_bench.data.spec import DatasetSpec, range_problems
+from debias_bench.data.spec import range_problems
 from debias_bench.data.split_store import (
     SPLIT_FILES,
     read_attrs,
@@ -59,7 +59,7 @@ from debias_bench.data.split_store import (
     split_digest,
     verify_dataset,
 )
-from debias_bench.errors import BenchError, ConfigError, CorruptDataError, DataNotFoundError
+from debias_bench.errors import BenchError, CorruptDataError, DataNotFoundError
 from debias_bench.registry import DATASETS
 
 #: what this module offered on 2026-11-26 and no longer holds (``ratio_dirname``, ...)
@@ -76,56 +76,15 @@ def fixture_root(data_root: Path) -> Path:
     return data_root / "fixtures"
 
 
-@dataclass(frozen=True)
-class PresetValues:
-    """What a preset (``--preset ci``) sets for one dataset beyond the engine-wide values of
-    ``config.PRESETS``: hyperparameter values, and the build options of the small data it runs
-    on (``--data-option`` wins over those)."""
-
-    hparams: Mapping[str, Any] = field(default_factory=dict)
-    data_options: Mapping[str, Any] = field(default_factory=dict)
-
-
-class DatasetFamily(ABC):
+class DatasetFamily(FamilyDeclaration):
     """A registered dataset: builds itself from raw sources, loads its splits, verifies them.
 
     Build/read options are declared as ``DataOption`` class attributes (one place: type,
     default, allowed values, doc); the constructor checks the options it is given against them
     and ``self.<option>`` reads a value. A family that stores its splits in the npy layout
     implements ``prepare`` and ``split_dirs``; ``load`` then checks every file a run reads
-    against the manifest before reading it."""
-
-    #: set on each family class; an instance may carry its own (its registered name, options)
-    spec: DatasetSpec
-    #: bump when the build recipe changes, so old prepared data is not silently reused
-    build_version: ClassVar[str] = "1"
-    #: splits stay on disk as memory maps (the 224-px sets) instead of in memory
-    memory_mapped: ClassVar[bool] = False
-
-    # What the engine reads about the dataset, declared here and resolved, with the dataset's
-    # recipe, by ``debias_bench.data.facts`` (the one place that reads these three).
-    #: per preset name, what the preset sets on this dataset (``PresetValues``)
-    presets: ClassVar[Mapping[str, PresetValues]] = {}
-    #: training-set size per ratio (%): ``bench perf`` projects the paper grid's time with it
-    train_sizes: ClassVar[Mapping[float, int]] = {}
-    #: one line saying what the ``valid`` split is (every tuned winner is chosen on it)
-    valid_split: ClassVar[str] = ""
-    #: ``prepare`` looks for a fixture at ``fixture_root(data_root) / NAME`` by itself when the
-    #: raw sources are absent (``bench data fixture NAME`` writes it there; no --raw-root)
-    reads_fixture_root: ClassVar[bool] = False
-
-    @property
-    def auto_download(self) -> bool:
-        """Whether ``prepare`` fetches missing raw sources itself (Colored MNIST's mirrors)."""
-        return False
-
-    data_seed = DataOption(
-        int,
-        0,
-        "seed of the build's random draws (splits, bias assignment)",
-        minimum=0,
-        maximum=2**32 - 1,  # as --data-seed: a seed of the run's subsets too (torch, NumPy)
-    )
+    against the manifest before reading it. What it declares and is made with (spec, options,
+    folder, sources) is :class:`~debias_bench.data.family_declaration.FamilyDeclaration`'s."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         """A subclass's own ``load`` (a plugin's) is range-checked like the built-in one."""
@@ -133,46 +92,6 @@ class DatasetFamily(ABC):
         own = cls.__dict__.get("load")
         if own is not None and not getattr(own, "checks_ranges", False):
             cls.load = range_checked(own)  # type: ignore[method-assign]
-
-    def __init__(self, raw_root: Path, data_root: Path, **options: Any) -> None:
-        self.raw_root = Path(raw_root)
-        self.data_root = Path(data_root)
-        name = self.registered_name()
-        declared = declared_options(type(self))
-        given = check_options(type(self), options, name)
-        self._option_values = {key: opt.default for key, opt in declared.items()} | given
-        self._verified: dict[tuple[str, ...], dict[str, str]] = {}
-        if name != self.spec.name:  # a subclass registered under its own name
-            self.spec = dataclasses.replace(self.spec, name=name)
-
-    @classmethod
-    def registered_name(cls) -> str:
-        """The name this class is registered under (its spec's name while unregistered)."""
-
-        for entry in DATASETS:
-            if entry.obj is cls:
-                return entry.name
-        return cls.spec.name
-
-    @classmethod
-    def data_options(cls) -> dict[str, DataOption[Any]]:
-        """The declared options, by name."""
-        return declared_options(cls)
-
-    def option_values(self) -> dict[str, Any]:
-        """Every option's value for this instance (defaults included)."""
-        return dict(self._option_values)
-
-    @abstractmethod
-    def prepare(self, ratios: Iterable[float] | None = None, force: bool = False) -> Path:
-        """Build the given ratios (default: all) into the data root; return the folder.
-
-        A no-op when already prepared (every file the manifest lists is there), unless
-        ``force``. Families that store npy splits do it with ``build_into``."""
-
-    def split_dirs(self, ratio: float) -> tuple[Path, dict[str, Path]]:
-        """(folder holding manifest.json, {"train"|"valid"|"test": split folder}) for ``ratio``."""
-        raise NotImplementedError(f"{type(self).__name__} does not store npy splits")
 
     def build_into(
         self,
@@ -313,20 +232,6 @@ class DatasetFamily(ABC):
         self.checked_files(ratio)
         return load_splits(dirs, mmap=self.memory_mapped)
 
-    def repair_command(self) -> str:
-        """The command that rebuilds this dataset's prepared data (its non-default build
-        options included, so it rebuilds this very folder)."""
-        return f"bench data prepare {self.spec.name} --force{self._option_flags()}"
-
-    def _option_flags(self) -> str:
-        """`` --data-option KEY=VALUE`` for each build option not at its default."""
-        declared = declared_options(type(self))
-        return "".join(
-            f" --data-option {key}={value}"
-            for key, value in self._option_values.items()
-            if key in declared and value != declared[key].default
-        )
-
     def checked_files(self, ratio: float) -> dict[str, str]:
         """{relative path: sha256} of the files a run at ``ratio`` reads, checked against the
         manifest (once per instance; memory-mapped files by size and mtime after a first hash)."""
@@ -359,15 +264,6 @@ class DatasetFamily(ABC):
             return fingerprint_of(
                 {f"{r:g}/{s.name}": split_digest(s) for r in ratios for s in self.load(r)}
             )
-
-    def remote(self) -> Download | None:
-        """The public sources `bench data download NAME` fetches (None: nothing public)."""
-        return None
-
-    def find_raw(self) -> Any:
-        """Where the raw sources are (no download); DataNotFoundError saying where it looked.
-        The default knows no sources and assumes they are there."""
-        return None
 
     def availability(self, fetch: bool = False) -> str | None:
         """None when the data is prepared, its raw sources are present, or its builder fetches
@@ -418,28 +314,6 @@ class DatasetFamily(ABC):
             how = f"{how.rstrip('.')}; then {prepare}"
         return f"{name}: no prepared data and no raw sources. {exc.message}\n  hint: {how}"
 
-    def write_fixture(self, per_class: int | None = None) -> dict[str, Any]:
-        """Write a tiny synthetic stand-in of the raw sources under ``raw_root`` (tests and
-        plumbing checks only: results on it mean nothing); returns the data options that build
-        it quickly. A family provides one by overriding this method (docs/extending/dataset.md,
-        "A fixture")."""
-        home = getattr(sys.modules.get(type(self).__module__), "__file__", type(self).__module__)
-        raise BenchError(
-            f"{self.spec.name} has no fixture generator",
-            hint=f"define write_fixture(self, per_class=None) on {type(self).__qualname__} "
-            f"({home}): write a tiny raw source under self.raw_root and return "
-            "the data options that build it quickly; docs/extending/dataset.md shows one",
-        )
-
-    def version(self) -> str:
-        """Identity of the prepared data, recorded in every run."""
-        return f"{self.spec.name}-v{self.build_version}"
-
-    @property
-    def folder(self) -> Path:
-        """Where the prepared data lives (families with build options add a tag)."""
-        return self.data_root / self.spec.name / f"v{self.build_version}"
-
     def is_prepared(self) -> bool:
         """Its manifest (written last) is there and so is every file it lists, with its
         recorded size; a folder missing a file, or left half-swapped, is not prepared."""
@@ -464,23 +338,6 @@ class DatasetFamily(ABC):
                 )
             return problems
         return verify_dataset(folder, self.spec.num_classes, self.spec.num_biases)
-
-    def check_ratio(self, ratio: float) -> float:
-        ratio = float(ratio)
-        if ratio not in self.spec.ratios:
-            valid = ", ".join(map(exact_ratio, self.spec.ratios))
-            raise ConfigError(
-                f"{self.spec.name} has no bias-conflicting ratio {exact_ratio(ratio)}%; "
-                f"valid ratios: {valid}"
-            )
-        return ratio
-
-
-def exact_ratio(ratio: float) -> str:
-    """A ratio as given, exactly: ``5`` for 5.0, but ``5.00000001`` (``:g`` would print ``5``, and
-    an error would say there is no ratio 5 % among 0.5, 1, 2, 5)."""
-    short = f"{ratio:g}"
-    return short if float(short) == ratio else repr(float(ratio))
 
 
 def _rebuild_note(folder: Path, problems: list[str]) -> str:
