@@ -166,12 +166,12 @@ def in_process(tmp_path, monkeypatch, capsys, registries_restored):
     new interpreter per call; what its plugins register is unregistered after the test.
     Returns ``(exit code, stdout, stderr)``."""
     from debias_bench.cli import main
-    from debias_bench.training import engine
+    from debias_bench.training import run_setup
 
     # a new `bench` process reads its data afresh; this one may hold the last test's, under
     # the same path when that test's folder was removed and its name given again (pytest
     # keeps only failed tests' folders), and the scripted dataset's images count their reads
-    engine._DATA_CACHE.clear()
+    run_setup._DATA_CACHE.clear()
     for key, value in bench_env(tmp_path).items():
         if key != "PYTHONPATH":
             monkeypatch.setenv(key, value)
