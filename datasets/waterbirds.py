@@ -39,6 +39,7 @@ from typing import Any, ClassVar
 import numpy as np
 from PIL import Image
 
+from debias_bench.config import selection
 from debias_bench.data.download import Download, RemoteFile
 from debias_bench.data.family import PresetValues, fixture_root
 from debias_bench.errors import CorruptDataError
@@ -80,18 +81,9 @@ def adjusted_average(
     group_accuracy: Sequence[Sequence[float | None]],
     weights: Sequence[Sequence[int]] = TRAIN_GROUP_COUNTS,
 ) -> float | None:
-    """Test group accuracies weighted by the training groups' sizes (Sagawa et al.'s and
-    DFR's "adjusted average"); None when a weighted group has no accuracy (absent from the
-    split): a number over fewer groups would not be the one they report."""
-    total, weighted = 0, 0.0
-    for row, counts in zip(group_accuracy, weights, strict=True):
-        for acc, n in zip(row, counts, strict=True):
-            if n and acc is None:
-                return None
-            if n:
-                total += n
-                weighted += n * float(acc or 0.0)
-    return weighted / total if total else None
+    """:func:`debias_bench.config.selection.adjusted_average` with the release's training
+    groups as the weights by default."""
+    return selection.adjusted_average(group_accuracy, weights)
 
 
 @register_dataset(

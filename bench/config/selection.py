@@ -23,6 +23,7 @@ split it read (``split``)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from itertools import combinations
 
 #: model-selection rules; every result has the first three (older results lack the others)
@@ -84,3 +85,21 @@ def worst_group(
     acc, (c, b) = min(present, key=lambda item: item[0])
     n = group_counts[c][b] if group_counts else None
     return acc, [c, b], n
+
+
+def adjusted_average(
+    group_accuracy: Sequence[Sequence[float | None]], weights: Sequence[Sequence[int]]
+) -> float | None:
+    """Test group accuracies weighted by the training groups' sizes ``weights`` (Sagawa et
+    al.'s and DFR's "adjusted average" on Waterbirds, whose test split is group-balanced);
+    None when a weighted group has no accuracy (absent from the split): a number over fewer
+    groups would not be the one they report."""
+    total, weighted = 0, 0.0
+    for row, counts in zip(group_accuracy, weights, strict=True):
+        for acc, n in zip(row, counts, strict=True):
+            if n and acc is None:
+                return None
+            if n:
+                total += n
+                weighted += n * float(acc or 0.0)
+    return weighted / total if total else None

@@ -17,7 +17,7 @@ from typing import Any
 import pandas as pd
 
 from debias_bench.config.sampling import variant_key
-from debias_bench.config.selection import worst_group
+from debias_bench.config.selection import adjusted_average, worst_group
 from debias_bench.config.terms import run_terms
 from debias_bench.errors import CorruptDataError
 from debias_bench.registry import DATASETS
@@ -157,14 +157,12 @@ def adjusted_average_of(
     metrics: dict[str, Any], weights: Sequence[Sequence[int]] | None
 ) -> float | None:
     """A split's adjusted average: its recorded ``group_accuracy`` weighted by ``weights``
-    (:func:`debias_bench.datasets.waterbirds.adjusted_average`, its one computation); None
+    (:func:`debias_bench.config.selection.adjusted_average`, its one computation); None
     without weights, without group accuracies (a result recorded before they were), with a
     weighted group empty, or with groups of another shape than the weights'."""
     groups = metrics.get("group_accuracy")
     if not weights or not isinstance(groups, list):
         return None
-    from debias_bench.datasets.waterbirds import adjusted_average
-
     try:
         return adjusted_average(groups, weights)
     except (TypeError, ValueError):  # not a (class x bias) grid of the weights' shape

@@ -7,7 +7,7 @@ split; under the table, each row's group that was worst most often, by the class
 names its dataset declares. A table holding a dataset whose family declares the weights of an
 adjusted average (``adjusted_weights``: Waterbirds) has an ``adjusted avg.`` column last: the
 split's group accuracies weighted by the training split's group sizes, the average Sagawa et
-al. and DFR report on Waterbirds (``debias_bench.datasets.waterbirds.adjusted_average``,
+al. and DFR report on Waterbirds (``debias_bench.config.selection.adjusted_average``,
 computed from each run's recorded group accuracies by
 :func:`debias_bench.reporting.records.adjusted_average_of`); the other datasets' rows show a
 dash there. With ``--compare-paper``, a ``paper`` and a ``diff`` row follow each row the
