@@ -31,7 +31,7 @@ _API: dict[str, str] = {
     "compare": "debias_bench.session.compare",
     "status": "debias_bench.session.status",
     "tune": "debias_bench.session.tune",
-    "TuneSummary": "debias_bench.session.tune",
+    "TuneSummary": "debias_bench.session.tune_summary",
     "regress_check": "debias_bench.session.regress",
     "regress_record": "debias_bench.session.regress",
     # methods
@@ -67,7 +67,7 @@ _API: dict[str, str] = {
     "rng": "debias_bench.streams",
     # datasets
     "DatasetFamily": "debias_bench.data.family",
-    "PresetValues": "debias_bench.data.family",
+    "PresetValues": "debias_bench.data.family_declaration",
     "DataOption": "debias_bench.data.options",
     "DatasetSpec": "debias_bench.data.spec",
     "Split": "debias_bench.data.contract",
@@ -86,9 +86,9 @@ _API: dict[str, str] = {
     "register_backbone": "debias_bench.registry",
     "register_optimizer": "debias_bench.registry",
     # launchers
-    "Launcher": "debias_bench.launchers.scheduler",
-    "Task": "debias_bench.launchers.scheduler",
-    "Ended": "debias_bench.launchers.scheduler",
+    "Launcher": "debias_bench.launchers.contract",
+    "Task": "debias_bench.launchers.contract",
+    "Ended": "debias_bench.launchers.contract",
     "Launchable": "debias_bench.launchers.factories",
     "LaunchContext": "debias_bench.launchers.factories",
     "LauncherOption": "debias_bench.launchers.options",
@@ -344,7 +344,8 @@ if TYPE_CHECKING:  # what static tools (mypy, the docs) see of the lazy names
     from debias_bench.config.sampling import sampling_option
     from debias_bench.config.search import Around, Choice, IntRange, LogUniform, Uniform
     from debias_bench.data.contract import Batch, Split, Splits, TrainStream
-    from debias_bench.data.family import DatasetFamily, PresetValues
+    from debias_bench.data.family import DatasetFamily
+    from debias_bench.data.family_declaration import PresetValues
     from debias_bench.data.options import DataOption
     from debias_bench.data.spec import DatasetSpec
     from debias_bench.datasets.cached import CachedImageFamily
@@ -357,10 +358,10 @@ if TYPE_CHECKING:  # what static tools (mypy, the docs) see of the lazy names
         DataNotFoundError,
         UnknownNameError,
     )
+    from debias_bench.launchers.contract import Ended, Launcher, Task
     from debias_bench.launchers.factories import Launchable, LaunchContext, register_launcher
     from debias_bench.launchers.options import LauncherOption
     from debias_bench.launchers.process import WorkerProcess
-    from debias_bench.launchers.scheduler import Ended, Launcher, Task
     from debias_bench.methods.biased import train_model
     from debias_bench.methods.common import make_classifier
     from debias_bench.methods.ema import SampleLossEMA, relative_difficulty
@@ -385,7 +386,8 @@ if TYPE_CHECKING:  # what static tools (mypy, the docs) see of the lazy names
     from debias_bench.session.results import results
     from debias_bench.session.run import RunSummary, run
     from debias_bench.session.status import status
-    from debias_bench.session.tune import TuneSummary, tune
+    from debias_bench.session.tune import tune
+    from debias_bench.session.tune_summary import TuneSummary
     from debias_bench.streams import generator, rng, stream_seed
     from debias_bench.tracking.base import TRACKERS, TrackedRun, Tracker, register_tracker
     from debias_bench.training.backbones import Backbone, build_backbone
