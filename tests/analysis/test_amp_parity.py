@@ -102,6 +102,10 @@ def test_the_performance_page_shows_the_committed_cells_as_rendered():
     assert PARITY_CSV.is_file(), f"{PARITY_CSV} is not committed: bench analyze amp -o writes it"
     assert render_markdown(read_rows(PARITY_CSV.read_text())) in section
     assert ("cmnist", "selecmix") not in bf16_cells() and ("cmnist", "lff") in bf16_cells()
+    # measured at ci length on Corrupted CIFAR-10 (near chance): shown, never read by auto
+    cifar = Path(__file__).resolve().parents[2] / "results" / "amp" / "cifar10c_ci.csv"
+    assert render_markdown(read_rows(cifar.read_text())) in section
+    assert not any(dataset == "cifar10c" for dataset, _ in bf16_cells())
 
 
 def test_a_grid_asking_for_bf16_where_it_was_measured_to_lose_is_told_at_once(tmp_path, capsys):
