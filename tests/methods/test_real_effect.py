@@ -33,7 +33,8 @@ def test_etf_debias_beats_vanilla_clean_protocol(tmp_path, raw_root, data_root):
 @pytest.mark.slow
 def test_etf_debias_beats_vanilla_official_protocol(tmp_path, raw_root, data_root):
     """The official protocol (inputs divided by 255 twice, growing lr) learns more slowly.
-    Measured (seed 0, 20 epochs, about 25 s per run): Vanilla 34.4, ETF-Debias 57.7."""
-    vanilla = _test_accuracy("vanilla", "official", 20, tmp_path, raw_root, data_root)
-    etf = _test_accuracy("etf_debias", "official", 20, tmp_path, raw_root, data_root)
+    Measured (seed 0, 12 epochs, about 15 s per run): Vanilla 28.5, ETF-Debias 59.3 (at 20
+    epochs 34.5 and 57.8; at 9, 26.9 and 46.5)."""
+    vanilla = _test_accuracy("vanilla", "official", 12, tmp_path, raw_root, data_root)
+    etf = _test_accuracy("etf_debias", "official", 12, tmp_path, raw_root, data_root)
     assert etf["accuracy"] > vanilla["accuracy"] + 12
