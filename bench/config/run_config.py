@@ -41,7 +41,7 @@ import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from functools import cache, cached_property
+from functools import cached_property
 from typing import Any
 
 import yaml
@@ -328,11 +328,15 @@ def _left_out_of_identity(method: str, key: str, value: Any) -> bool:
 _ENGINE_PARAMS = {p.name: p for p in ENGINE_HPARAMS}
 
 
-@cache
+_OWN_PARAMS: dict[type[EngineParams], dict[str, HParam]] = {}
+
+
 def _own_params(params: type[EngineParams]) -> dict[str, HParam]:
-    """A params class's own declarations by name (a run's identity asks for each key of each
-    run a sweep plans or reads: 18,528 lookups to read a store of 70 runs)."""
-    return {p.name: p for p in own_declarations(params)}
+    """A params class's own declarations by name, kept per class (a run's identity asks for
+    each key of each run a sweep plans or reads: 18,528 lookups to read a store of 70 runs)."""
+    if params not in _OWN_PARAMS:
+        _OWN_PARAMS[params] = {p.name: p for p in own_declarations(params)}
+    return _OWN_PARAMS[params]
 
 
 #: seeds are what torch, NumPy and Python's ``random`` accept alike; beyond, seeds that differ by

@@ -504,11 +504,14 @@ def ci_check(raw_root, check_data, tmp_path_factory) -> tuple[Path, subprocess.C
         pytest.skip(f"raw data {', '.join(missing)} not under {raw_root}")
     env = {**os.environ, "BENCH_RAW_ROOT": str(raw_root), "BENCH_DATA_ROOT": str(check_data)}
     warm = _warm_check()
-    # where tox ran the check first, its runs are done: the script below re-plans them (every
-    # run skipped) and checks them again
-    runs = warm / "runs" if warm else tmp_path_factory.mktemp("ci-check") / "runs"
+    if warm:  # tox ran the script first: its runs are checked again, as its last step does
+        runs = warm / "runs"
+        command = ["bench", "regress", "check", "--out", str(runs), "--baseline", str(COMMITTED)]
+    else:
+        runs = tmp_path_factory.mktemp("ci-check") / "runs"
+        command = ["bash", str(REPO / "scripts" / "ci_regress.sh"), "check", str(runs)]
     done = subprocess.run(
-        ["bash", str(REPO / "scripts" / "ci_regress.sh"), "check", str(runs)],
+        command,
         capture_output=True,
         text=True,
         env=env,
@@ -528,7 +531,7 @@ def test_committed_baseline_holds(ci_check):
     assert f"{cells} baseline cells of 5-20 seed(s)" in done.stdout
     assert "0 regressed, 0 missing" in done.stdout
     assert "minimum detectable drop at 80 % power (last.test.accuracy" in done.stdout
-    for dataset in KERNEL_DATASETS:  # every dataset's MDD in the summary line
+    for dataset in ("cmnist", "cifar10c", "dogs_and_cats", "bar"):  # each one's MDD
         assert re.search(rf"{dataset} \d+\.\d", done.stdout.split("minimum detectable")[1])
 
 
@@ -721,11 +724,13 @@ OLDER_KERNELS = {
         "MKL_ENABLE_INSTRUCTIONS": "SSE4_2",
     },
 }
-#: every dataset of the committed baseline; Vanilla (the planted regression), EnD (chaotic: a
-#: 1e-16 difference grows 1000-fold every 10 steps) and PGD (the cell whose numbers moved most
-#: under other kernels here, 17 points on Corrupted CIFAR-10)
+#: Vanilla (the planted regression), EnD (chaotic: a 1e-16 difference grows 1000-fold every 10
+#: steps) and PGD (the cell whose numbers moved most under other kernels here, 17 points on
+#: Corrupted CIFAR-10), on Colored MNIST and Corrupted CIFAR-10. Dogs & Cats and BAR are left
+#: to the committed check: their allowances (21-48 and 15-24 points) leave other kernels no
+#: chance of a false alarm, and their 18 runs cost the suite about a minute.
 KERNEL_METHODS = ("vanilla", "end", "pgd")
-KERNEL_DATASETS = ("cmnist", "cifar10c", "dogs_and_cats", "bar")
+KERNEL_DATASETS = ("cmnist", "cifar10c")
 KERNEL_GRID = ["--preset", "ci", "--protocol", "clean", "--methods", ",".join(KERNEL_METHODS)]
 KERNEL_GRID += ["--datasets", ",".join(KERNEL_DATASETS), "--ratios", "5", "--launcher", "local"]
 KERNEL_GRID += ["--workers", "2"]
@@ -766,13 +771,12 @@ def _grid_runs(store: Path, to: Path, leave_out: str | None = None) -> Path:
 
 
 def _kernel_sweep(env: dict[str, str], out: Path, *extra: str) -> None:
-    """The kernel grid as the check runs it: Colored MNIST on its whole test set, apart; 3
-    seeds there, 2 on the image sets (their allowances, 11-35 points, leave a false alarm no
-    chance a third seed would show; one seed fewer saves the suite about 25 s)."""
+    """The kernel grid's seeds 0-2 as the check runs them: Colored MNIST on its whole test
+    set, apart."""
     images = ",".join(d for d in KERNEL_DATASETS if d != "cmnist")
     for datasets, seeds, more in (
         ("cmnist", "0,1,2", ["--set", "eval_limit=null"]),
-        (images, "0,1", []),
+        (images, "0,1,2", []),
     ):
         grid = [*KERNEL_GRID, "--datasets", datasets, *more, *extra]
         done = _bench(env, "run", *grid, "--seeds", seeds, "--out", out)
@@ -784,11 +788,11 @@ def _kernel_sweep(env: dict[str, str], out: Path, *extra: str) -> None:
 def test_a_baseline_of_older_kernels_holds_here_and_a_planted_regression_fails(
     ci_check, raw_root, check_data, tmp_path
 ):
-    """Another machine, simulated: a baseline of 3 seeds (2 on the image sets) recorded with the
-    kernels forced one instruction set older than this machine's, checked against the ci check's
-    seeds (0-1 on Colored MNIST, 0 elsewhere) with this machine's own (ci_check's runs: the numbers
-    move, some metrics are 'changed'); it passes on every dataset. Vanilla on Colored MNIST trained
-    with a learning rate 100 times too small: the check fails on that cell only."""
+    """Another machine, simulated: a baseline of 3 seeds recorded with the kernels forced one
+    instruction set older than this machine's, checked against the ci check's seeds (0-1 on Colored
+    MNIST, 0 elsewhere) with this machine's own (ci_check's runs: the numbers move, some metrics are
+    'changed'); it passes on both datasets. Vanilla on Colored MNIST trained with a learning rate
+    100 times too small: the check fails on that cell only."""
     runs, _ = ci_check
     env = {**os.environ, "BENCH_RAW_ROOT": str(raw_root), "BENCH_DATA_ROOT": str(check_data)}
     here = _capability(env)
@@ -805,12 +809,12 @@ def test_a_baseline_of_older_kernels_holds_here_and_a_planted_regression_fails(
     assert recorded["environment"]["cpu_capability"] == forced
     assert {cell["dataset"] for cell in recorded["cells"].values()} == set(KERNEL_DATASETS)
     seeds = {c["dataset"]: len(c["seeds"]) for c in recorded["cells"].values()}
-    assert seeds == {"cmnist": 3, "cifar10c": 2, "dogs_and_cats": 2, "bar": 2}
+    assert seeds == {"cmnist": 3, "cifar10c": 3}
 
     now = _grid_runs(runs, tmp_path / "now")
     check = _bench(env, "regress", "check", "--out", now, "--baseline", baseline)
     assert check.returncode == 0, f"{check.stdout}\n{check.stderr[-3000:]}"
-    assert "12 baseline cells of 2-3 seed(s)" in check.stdout
+    assert "6 baseline cells of 3 seed(s)" in check.stdout
     assert "0 regressed, 0 missing, 0 improved" in check.stdout
     assert "| changed" in check.stdout, check.stdout  # the kernels did move the numbers
     assert f"cpu_capability {forced} in {baseline}, {here} here" in check.stdout
