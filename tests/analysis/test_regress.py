@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import os
@@ -596,21 +595,6 @@ PLANT_GRID = ["--preset", "ci", "--protocol", "clean", "--datasets", "cmnist", "
 PLANT_GRID += ["--set", "eval_limit=null", "--launcher", "inline"]
 
 
-@contextlib.contextmanager
-def _environ(**values: str) -> Iterator[None]:
-    """``os.environ`` with ``values`` set, for a module fixture (``monkeypatch`` is per test)."""
-    before = {key: os.environ.get(key) for key in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for key, value in before.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-
-
 def _store_without(runs: Path, to: Path, prefix: str | None) -> Path:
     """A copy of the run store ``runs`` (results, no checkpoints) without the runs whose
     folder starts with ``prefix``."""
@@ -647,7 +631,9 @@ def planted(
     for name, (cell_name, args, _) in [*PLANTS.items(), ("none", (*PLAIN, True))]:
         method = cell_name.split("/")[1]
         store = _store_without(runs, root / name, f"cmnist_{method}_r5_")
-        with _environ(BENCH_RAW_ROOT=str(raw_root), BENCH_DATA_ROOT=str(check_data)):
+        with pytest.MonkeyPatch.context() as env:  # a module fixture: no monkeypatch fixture
+            env.setenv("BENCH_RAW_ROOT", str(raw_root))
+            env.setenv("BENCH_DATA_ROOT", str(check_data))
             code = main(["run", *PLANT_GRID, *args, "--seeds", check_seeds, "--out", str(store)])
         assert code == 0, name
         out[name] = (store, with_plugin if method == "planted_vanilla" else COMMITTED)
