@@ -34,6 +34,7 @@ _API: dict[str, str] = {
     "TuneSummary": "debias_bench.session.tune_summary",
     "regress_check": "debias_bench.session.regress",
     "regress_record": "debias_bench.session.regress",
+    "regress_kernels": "debias_bench.session.regress",
     # methods
     "Method": "debias_bench.training.method",
     "TrainEnv": "debias_bench.training.method",
@@ -189,6 +190,7 @@ __all__ = [
     "register_table",
     "register_tracker",
     "regress_check",
+    "regress_kernels",
     "regress_record",
     "relative_difficulty",
     "report",
@@ -381,7 +383,7 @@ if TYPE_CHECKING:  # what static tools (mypy, the docs) see of the lazy names
     from debias_bench.reporting.runs import finished
     from debias_bench.reporting.stats import seed_stats
     from debias_bench.session.compare import compare
-    from debias_bench.session.regress import regress_check, regress_record
+    from debias_bench.session.regress import regress_check, regress_kernels, regress_record
     from debias_bench.session.report import report
     from debias_bench.session.results import results
     from debias_bench.session.run import RunSummary, run

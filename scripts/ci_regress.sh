@@ -53,24 +53,41 @@ PY
 )
 images=$(echo "$datasets" | tr ',' '\n' | grep -vx cmnist | paste -sd, - || true)
 sweep=(--preset ci --protocol clean --ratios 5 --launcher local
-  --workers "${BENCH_REGRESS_WORKERS:-2}" --out "$out")
+  --workers "${BENCH_REGRESS_WORKERS:-2}")
+cmnist_sweep() {  # OUT [VAR=VALUE...]: the Colored MNIST cells, under the environment given
+  local to=$1 rc=0
+  shift
+  env "$@" bench run "${sweep[@]}" --out "$to" --methods "$full_test" --datasets cmnist \
+    --seeds "$cmnist_seeds" --set eval_limit=null || rc=$?
+  if [ -n "$preset_test" ]; then
+    env "$@" bench run "${sweep[@]}" --out "$to" --methods "$preset_test" --datasets cmnist \
+      --seeds "$cmnist_seeds" || rc=$?
+  fi
+  return "$rc"
+}
 status=0
 if echo "$datasets" | tr ',' '\n' | grep -qx cmnist; then
-  bench run "${sweep[@]}" --methods "$full_test" --datasets cmnist --seeds "$cmnist_seeds" \
-    --set eval_limit=null || status=$?
-  if [ -n "$preset_test" ]; then
-    bench run "${sweep[@]}" --methods "$preset_test" --datasets cmnist \
-      --seeds "$cmnist_seeds" || status=$?
-  fi
+  cmnist_sweep "$out" || status=$?
 fi
 if [ -n "$images" ]; then
-  bench run "${sweep[@]}" --methods all --datasets "$images" --seeds "$image_seeds" ||
+  bench run "${sweep[@]}" --out "$out" --methods all --datasets "$images" --seeds "$image_seeds" ||
     status=$?
 fi
 [ "$status" = 2 ] && exit 2  # a usage or configuration error: nothing to check
 if [ "$verb" = record ]; then
   [ "$status" = 0 ] || exit "$status"  # a baseline holds finished runs only
   bench regress record --out "$out" -o "$baseline"
+  # The Colored MNIST seeds again under each kernel setting older than this CPU's own
+  # (debias_bench.analysis.kernel_pairs.OLDER_KERNELS; BENCH_REGRESS_KERNELS=none skips it):
+  # the check compares a seed with itself where other kernels move it less than another seed
+  # (docs/regression.md, "Paired by seed").
+  if echo "$datasets" | tr ',' '\n' | grep -qx cmnist && [ "${BENCH_REGRESS_KERNELS:-}" != none ]; then
+    python -m debias_bench.analysis.kernel_pairs | while read -r name settings; do
+      # shellcheck disable=SC2086 # settings: VAR=VALUE words
+      cmnist_sweep "$out-kernels-$name" $settings </dev/null
+      bench regress kernels --out "$out-kernels-$name" --baseline "$baseline" --name "$name"
+    done
+  fi
 else
   # a failed run is a missing cell there: the check names it and fails
   bench regress check --out "$out" --baseline "$baseline" --tolerance "${BENCH_REGRESS_TOLERANCE:-1.0}"

@@ -337,6 +337,32 @@ def _cell_problems(key: str, cell: Any, version: int) -> list[str]:
             problems.append(f"cell {key!r}: counts.{name} without a metric {name}")
         elif isinstance(n, bool) or not isinstance(n, int) or n <= 0:
             problems.append(f"cell {key!r}: counts.{name} is {n!r}, not a whole number > 0")
+    if seeds is not None and "kernels" in cell:
+        problems += [f"cell {key!r}: {p}" for p in _kernel_problems(cell, seeds)]
+    return problems
+
+
+def _kernel_problems(cell: dict[str, Any], seeds: list[int]) -> list[str]:
+    """What is wrong with a cell's ``kernels`` (the same seeds under other SIMD kernels,
+    :mod:`debias_bench.analysis.kernel_pairs`): each setting holds recorded seeds and, for
+    metrics of the cell, one accuracy per seed."""
+    kernels = cell["kernels"]
+    if not isinstance(kernels, dict):
+        return [f"kernels is {type(kernels).__name__}, not an object of kernel settings"]
+    problems = []
+    for name, setting in kernels.items():
+        if not isinstance(setting, dict) or not isinstance(setting.get("metrics"), dict):
+            problems.append(f"kernels.{name} is not an object with seeds and metrics")
+            continue
+        own = setting.get("seeds")
+        if not isinstance(own, list) or not own or not set(own) <= set(seeds):
+            problems.append(f"kernels.{name}.seeds {own!r} are not seeds of the cell {seeds}")
+            continue
+        for metric, values in setting["metrics"].items():
+            if metric not in cell["metrics"]:
+                problems.append(f"kernels.{name}: metric {metric!r} is not one of the cell's")
+            elif (problem := _value_problem(metric, values, own)) is not None:
+                problems.append(f"kernels.{name}: {problem}")
     return problems
 
 

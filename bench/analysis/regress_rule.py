@@ -9,6 +9,18 @@ Agresti-Coull centre ``(x + 2) / (n + 4)``; ``w`` = :data:`TEST_NOISE_WEIGHT`): 
 a few seeds cannot show (a metric all seeds got 100 % right is a few images from another
 count). The **allowance** is ``max(tolerance, z sigma)`` with ``sigma`` the root of that sum.
 
+**Paired by seed.** A baseline may also hold, for its seeds, the values the same runs gave under
+other SIMD kernels (``bench regress kernels``). Those pairs measure ``tau``, how far another
+CPU moves *the same seed*: for most methods a last-bit difference stays a last-bit difference
+(Vanilla, ETF-Debias, LfF: ``tau`` 0.01-0.1 points against seeds 1-2.6 apart), for chaotic ones
+it becomes another seed (LC, SelecMix: ``tau`` about ``s sqrt 2``). When the new runs are seeds
+the baseline holds, the check may then compare them with *their own* recorded values:
+the difference of the two means has the variance ``tau_u^2 / M``, with ``tau_u^2`` the
+one-sided 95 % upper bound of ``tau^2`` over its ``P`` pairs (``tau^2 P / chi2_0.05(P)``:
+a few pairs that happen to agree cannot make it small). The rule takes the smaller of the two
+variances, seeds' or pairs', for each metric from the baseline alone, before it sees the new
+runs, and keeps the test-set floor on either.
+
 The **minimum detectable drop** (MDD) is the true drop of the cell's mean that the check flags
 with probability :data:`~debias_bench.reporting.significance.POWER` (80 %): the observed drop
 is about normal around the true one with standard deviation ``sigma`` (the rule's own, the
@@ -22,6 +34,7 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass
+from functools import cache
 
 from debias_bench.reporting.significance import POWER
 
@@ -33,6 +46,8 @@ DEFAULT_NOISE_Z = 4.0
 #: standard deviations (Dogs & Cats; 2 alarms in 260), with 2 at most 3.46; the power on
 #: Colored MNIST is the same (docs/regression.md, "How the check was sized")
 TEST_NOISE_WEIGHT = 2.0
+#: the confidence of the upper bound on the kernels' variance ``tau^2`` (the module docstring)
+KERNEL_CONFIDENCE = 0.95
 
 
 def noise(percent: float, n: int | None, z: float) -> float:
@@ -44,6 +59,21 @@ def noise(percent: float, n: int | None, z: float) -> float:
     p = min(max(percent / 100, 0.0), 1.0)
     centre = (p * n + 2) / (n + 4)
     return z * 100 * math.sqrt(centre * (1 - centre) / (n + 4))
+
+
+@cache
+def _chi2_low(pairs: int) -> float:
+    from scipy import stats  # ~1 s to import: only when a check runs
+
+    return float(stats.chi2.ppf(1 - KERNEL_CONFIDENCE, pairs))
+
+
+def kernel_var_bound(diffs: tuple[float, ...]) -> float:
+    """The one-sided upper bound, at :data:`KERNEL_CONFIDENCE`, of ``tau^2``, the mean square
+    of the differences a seed's metric took under other kernels (points^2): ``sum d^2 /
+    chi2_{1-c}(P)`` for ``P`` pairs (the mean of ``d``, not estimated, is taken as 0: a drift
+    all pairs share counts in full)."""
+    return sum(d * d for d in diffs) / _chi2_low(len(diffs))
 
 
 def power_quantile(power: float = POWER) -> float:
@@ -65,6 +95,10 @@ class Allowance:
     z: float = DEFAULT_NOISE_Z
     test_weight: float = TEST_NOISE_WEIGHT
     power: float = POWER
+    #: other kernels' value minus this one's, per recorded seed and kernel setting (P pairs)
+    kernel_diffs: tuple[float, ...] = ()
+    #: the baseline's values of the new runs' own seeds (None: a new run's seed is not recorded)
+    own: tuple[float, ...] | None = None
 
     @property
     def k(self) -> int:
@@ -85,6 +119,27 @@ class Allowance:
         return (self.spread or 0.0) ** 2 * (1 / max(self.runs, 1) + 1 / self.k)
 
     @property
+    def pairs_var(self) -> float | None:
+        """``tau_u^2 / M``: the variance of the mean difference of the new runs from their own
+        seeds' recorded values (None: no kernel pairs, or a new run's seed is not recorded)."""
+        if not self.kernel_diffs or self.own is None:
+            return None
+        return kernel_var_bound(self.kernel_diffs) / max(self.runs, 1)
+
+    @property
+    def paired(self) -> bool:
+        """Whether the check compares each new run with its own seed's recorded value: when
+        the kernel pairs bound that difference tighter than the seeds' spread does."""
+        pairs = self.pairs_var
+        return pairs is not None and pairs < self.seeds_var
+
+    @property
+    def reference(self) -> float:
+        """What the new runs' mean is compared with: the mean of their own seeds' recorded
+        values (paired) or of all ``K`` seeds'."""
+        return statistics.fmean(self.own) if self.paired and self.own else self.mean
+
+    @property
     def test_se(self) -> float:
         """The standard error (points) of the baseline's mean accuracy on the ``n`` images."""
         return noise(self.mean, self.n, 1.0)
@@ -96,7 +151,9 @@ class Allowance:
     @property
     def sigma(self) -> float:
         """One standard deviation of the check's difference."""
-        return math.sqrt(self.seeds_var + self.test_var)
+        pairs = self.pairs_var
+        design = pairs if self.paired and pairs is not None else self.seeds_var
+        return math.sqrt(design + self.test_var)
 
     @property
     def allowed(self) -> float:
@@ -120,6 +177,7 @@ class Allowance:
             f"seeds' term s^2 (1/M + 1/K) = {spread or 0:.3f}^2 x (1/{self.runs} + 1/{self.k})"
             f" = {self.seeds_var:.4f}  (M = {self.runs} new run(s) averaged)"
         )
+        lines += self._explain_pairs()
         if self.n is None:
             lines.append("test images: not known; test-set term 0")
         else:
@@ -128,7 +186,8 @@ class Allowance:
                 f"{self.test_var:.4f}  (se of {self.mean:.2f} % on n = {self.n} images, "
                 "Agresti-Coull centre)"
             )
-        lines.append(f"sigma = sqrt({self.seeds_var:.4f} + {self.test_var:.4f}) = {self.sigma:.3f}")
+        design = self.pairs_var if self.paired else self.seeds_var
+        lines.append(f"sigma = sqrt({design:.4f} + {self.test_var:.4f}) = {self.sigma:.3f}")
         floor = " (the tolerance)" if self.allowed == self.tolerance else ""
         lines.append(
             f"allowance = max(tolerance {self.tolerance:g}, z {self.z:g} x sigma "
@@ -138,4 +197,31 @@ class Allowance:
             f"minimum detectable drop ({self.power * 100:g} % power) = allowance + "
             f"{power_quantile(self.power):.3f} x sigma = {self.mdd:.2f} points"
         )
+        return lines
+
+    def _explain_pairs(self) -> list[str]:
+        """The kernel pairs' lines of :meth:`explain`: tau, its bound, and the design taken."""
+        if not self.kernel_diffs:
+            return ["kernel pairs: none recorded (bench regress kernels): the seeds' term it is"]
+        p = len(self.kernel_diffs)
+        tau = math.sqrt(sum(d * d for d in self.kernel_diffs) / p)
+        bound = kernel_var_bound(self.kernel_diffs)
+        lines = [
+            f"kernel pairs: P = {p}, tau = {tau:.3f} (root mean square of other kernels' value "
+            f"minus this one's, same seed); {KERNEL_CONFIDENCE * 100:g} % upper bound tau_u^2 "
+            f"= {bound:.4f}"
+        ]
+        if self.own is None:
+            lines.append("pairs' term: not used (a new run's seed is not in the baseline)")
+        elif self.paired:
+            lines.append(
+                f"pairs' term tau_u^2 / M = {bound:.4f} / {self.runs} = {self.pairs_var:.4f} < "
+                f"the seeds' term: paired, against the new runs' own seeds' mean "
+                f"{self.reference:.3f}"
+            )
+        else:
+            lines.append(
+                f"pairs' term tau_u^2 / M = {self.pairs_var:.4f} >= the seeds' term: the "
+                "seeds' term it is, against the K seeds' mean"
+            )
         return lines

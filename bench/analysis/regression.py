@@ -77,6 +77,7 @@ __all__ = [
     "cell_key",
     "check_same_sweep",
     "compare",
+    "kernel_diffs",
     "load_baseline",
     "metric_key",
     "noise",
@@ -137,10 +138,11 @@ def allowance(
 
 
 def _status(
-    recorded: dict[int, float], now: dict[int, float], allowed: float
+    recorded: dict[int, float], now: dict[int, float], rule: Allowance
 ) -> tuple[str, float, float]:
-    base = statistics.fmean(recorded.values())
-    current = statistics.fmean(now.values())
+    """The metric's status, the reference it was compared with (:attr:`Allowance.reference`)
+    and the new runs' mean."""
+    base, current, allowed = rule.reference, statistics.fmean(now.values()), rule.allowed
     if current < base - allowed:
         status = "regressed"
     elif current > base + allowed:
@@ -149,6 +151,18 @@ def _status(
         same = all(seed in recorded and recorded[seed] == value for seed, value in now.items())
         status = "ok" if same else "changed"
     return status, base, current
+
+
+def kernel_diffs(cell: dict[str, Any], metric: str) -> tuple[float, ...]:
+    """Other kernels' value of ``metric`` minus the cell's own, per recorded seed and kernel
+    setting (the cell's ``kernels``, :func:`~debias_bench.analysis.baseline.add_kernels`)."""
+    own = dict(zip(cell["seeds"], cell["metrics"].get(metric, []), strict=False))
+    return tuple(
+        round(value - own[seed], 4)
+        for setting in cell.get("kernels", {}).values()
+        for seed, value in zip(setting["seeds"], setting["metrics"].get(metric, []), strict=False)
+        if seed in own
+    )
 
 
 def _one_or_many(values: set[str]) -> str:
@@ -273,10 +287,18 @@ def compare(
             elif recorded != n:
                 recounted.append(f"{key} {metric}: {recorded} in the baseline, {n} now")
             runs = dict(zip(now["seeds"], now["metrics"][metric], strict=True))
-            rule = Allowance(tuple(values), len(runs), n, tolerance, noise_z)
-            status, mean, current = _status(
-                dict(zip(base["seeds"], values, strict=True)), runs, rule.allowed
+            by_seed = dict(zip(base["seeds"], values, strict=True))
+            own = tuple(by_seed[s] for s in runs) if set(runs) <= set(by_seed) else None
+            rule = Allowance(
+                tuple(values),
+                len(runs),
+                n,
+                tolerance,
+                noise_z,
+                kernel_diffs=kernel_diffs(base, metric),
+                own=own,
             )
+            status, mean, current = _status(by_seed, runs, rule)
             out.append(
                 Difference(key, metric, mean, current, status, rule.allowed, rule.spread, rule)
             )

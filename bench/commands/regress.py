@@ -3,6 +3,8 @@
     bench run --preset ci --methods all --datasets cmnist --set eval_limit=null \
         --seeds 0,1,2,3,4,5,6,7,8,9 --out BASE
     bench regress record --out BASE -o baseline.json   # once, and after a deliberate change
+    ATEN_CPU_CAPABILITY=avx2 ... bench run ... --out BASE_AVX2   # the same sweep, other kernels
+    bench regress kernels --out BASE_AVX2 --baseline baseline.json --name avx2
     bench run --preset ci --methods all --datasets cmnist --set eval_limit=null \
         --seeds 0,1,2 --out RUNS
     bench regress check  --out RUNS --baseline baseline.json [--explain CELL]
@@ -33,6 +35,7 @@ from debias_bench.session.regress import (
     MetricCheck,
     RegressCheck,
     regress_check,
+    regress_kernels,
     regress_record,
 )
 
@@ -162,6 +165,15 @@ def cmd_check(args: argparse.Namespace) -> int:
     return check.exit_code
 
 
+def cmd_kernels(args: argparse.Namespace) -> int:
+    kept = regress_kernels(args.out, args.baseline, args.name)
+    print(
+        f"kept {kept} run(s) of {args.out} in {args.baseline} as kernels {args.name!r}",
+        file=sys.stderr,
+    )
+    return 0
+
+
 def add(sub: argparse._SubParsersAction) -> None:
     verbs = command_with_verbs(
         sub, "regress", "record a sweep's metrics as a baseline, or check a sweep against one"
@@ -174,6 +186,19 @@ def add(sub: argparse._SubParsersAction) -> None:
         "--allow-unfinished", action="store_true", help="record the finished runs only"
     )
     rec.set_defaults(func=cmd_record)
+
+    kern = verbs.add_parser(
+        "kernels",
+        help="keep the baseline's seeds as they ran under other SIMD kernels, beside it",
+    )
+    kern.add_argument(
+        "--out", required=True, help="run store of the baseline's sweep under other kernels"
+    )
+    kern.add_argument("--baseline", required=True, help="baseline JSON to add them to")
+    kern.add_argument(
+        "--name", required=True, help="the kernel setting, e.g. avx2 (ATEN_CPU_CAPABILITY)"
+    )
+    kern.set_defaults(func=cmd_kernels)
 
     check = verbs.add_parser("check", help="compare a sweep with a baseline (exit 1 if worse)")
     check.add_argument("--out", required=True, help="run store of the new sweep")

@@ -6,8 +6,9 @@ per cell its verdict, and per metric the baseline's and the new runs' means, the
 (the drop that still passes) and the minimum detectable drop (the true drop the check flags
 with 80 % power), each computed by :mod:`debias_bench.analysis.regress_rule`;
 :meth:`RegressCheck.explain` shows that computation for one cell. :func:`regress_record` writes
-a baseline. The command prints what comes back; errors are the
-:class:`~debias_bench.errors.BenchError` that ``bench`` prints as one line (exit 2).
+a baseline, :func:`regress_kernels` adds its seeds' values under other kernels to it. The
+command prints what comes back; errors are the :class:`~debias_bench.errors.BenchError` that
+``bench`` prints as one line (exit 2).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from debias_bench.analysis.kernel_pairs import add_kernels
 from debias_bench.analysis.regress_rule import Allowance
 from debias_bench.analysis.regression import (
     DEFAULT_NOISE_Z,
@@ -234,3 +236,17 @@ def regress_record(
     save_baseline(baseline, Path(output))
     counts = sorted({len(cell["seeds"]) for cell in baseline["cells"].values()})
     return Recorded(Path(output), len(baseline["cells"]), tuple(counts))
+
+
+def regress_kernels(store: str | Path, baseline: str | Path, name: str) -> int:
+    """Keep the finished runs in ``store``, the baseline's own sweep run again under the
+    kernel setting ``name`` (:data:`~debias_bench.analysis.kernel_pairs.OLDER_KERNELS`), in
+    the baseline JSON at ``baseline`` (``bench regress kernels``); returns the runs kept.
+    Their pairs with the baseline's values let the check compare a seed with itself where
+    other kernels move it less than another seed would (docs/regression.md)."""
+    if not name or "/" in name:
+        raise ConfigError(f"kernel setting name {name!r}: a short word such as avx2")
+    recorded = load_baseline(Path(baseline))
+    kept = add_kernels(recorded, Path(store), name)
+    save_baseline(recorded, Path(baseline))
+    return kept
