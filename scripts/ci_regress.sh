@@ -7,14 +7,18 @@
 #
 # The design (docs/regression.md, "How the check was sized"): Colored MNIST is evaluated on
 # its whole test set (10,000 images: `--set eval_limit=null`; the preset's 1,000 made a point
-# of test-set noise alone; DFR and DeNetDM apart, below), and the check trains 2 seeds of
+# of test-set noise alone; DFR and DeNetDM keep a small valid split, below), and the check trains 2 seeds of
 # each of its cells and tests their mean (BENCH_REGRESS_CMNIST_CHECK_SEEDS; 3 cost 1.7-1.8x
 # the one-seed sweep's time, 2 cost 1.33x); the image sets train seed 0 only, which is all the
 # budget allows (1.5x the time of the one-seed sweep). The baseline holds 20 seeds per
 # Colored MNIST cell (DisEnt's aligned accuracy collapses on about 1 seed in 20: 10 seeds
 # missed it) and 5 per image-set cell: their spread is what another CPU's kernels may
-# move a run by. Needs BENCH_RAW_ROOT (MNIST, CIFAR-10, Dogs & Cats, BAR). RUNS defaults to
-# results/ci-regress (check) and results/ci-regress-record (record).
+# move a run by. `record` also runs the Colored MNIST seeds under each kernel setting older
+# than this CPU's own and keeps them beside the baseline (bench regress kernels): where those
+# kernels move a seed less than another seed would, the check compares each of its seeds with
+# its own recorded value (docs/regression.md, "Paired by seed"). Needs BENCH_RAW_ROOT (MNIST,
+# CIFAR-10, Dogs & Cats, BAR). RUNS defaults to results/ci-regress (check) and
+# results/ci-regress-record (record; RUNS-kernels-NAME for the other kernels).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 verb="${1:-check}"
@@ -38,9 +42,9 @@ esac
 # Colored MNIST apart (its own seeds, its whole test set), then the image sets. eval_limit
 # bounds the valid split too: DFR trains its last layer on half of it and DeNetDM picks its
 # epoch on it, so the whole split (6,000 images) changes what they do and costs them 20-80x;
-# they keep the preset's 1,000 (BENCH_REGRESS_CMNIST_PRESET_TEST).
-preset_test="${BENCH_REGRESS_CMNIST_PRESET_TEST:-dfr,denetdm}"
-full_test=$(python - "$preset_test" <<'PY'
+# they keep the preset's 1,000 valid images (valid_limit; BENCH_REGRESS_CMNIST_SMALL_VALID).
+small_valid="${BENCH_REGRESS_CMNIST_SMALL_VALID:-dfr,denetdm}"
+full_valid=$(python - "$small_valid" <<'PY'
 import sys
 
 from debias_bench.plugins.loading import import_plugins
@@ -57,11 +61,11 @@ sweep=(--preset ci --protocol clean --ratios 5 --launcher local
 cmnist_sweep() {  # OUT [VAR=VALUE...]: the Colored MNIST cells, under the environment given
   local to=$1 rc=0
   shift
-  env "$@" bench run "${sweep[@]}" --out "$to" --methods "$full_test" --datasets cmnist \
+  env "$@" bench run "${sweep[@]}" --out "$to" --methods "$full_valid" --datasets cmnist \
     --seeds "$cmnist_seeds" --set eval_limit=null || rc=$?
-  if [ -n "$preset_test" ]; then
-    env "$@" bench run "${sweep[@]}" --out "$to" --methods "$preset_test" --datasets cmnist \
-      --seeds "$cmnist_seeds" || rc=$?
+  if [ -n "$small_valid" ]; then
+    env "$@" bench run "${sweep[@]}" --out "$to" --methods "$small_valid" --datasets cmnist \
+      --seeds "$cmnist_seeds" --set eval_limit=null --set valid_limit=1000 || rc=$?
   fi
   return "$rc"
 }

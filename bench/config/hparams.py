@@ -135,6 +135,12 @@ class EngineParams:
     eval_limit: int | None = hparam(
         None, "evaluate on seeded valid/test subsets of this size", low=1
     )
+    valid_limit: int | None = hparam(
+        None,
+        "bound the valid subset to this size instead (null: as eval_limit)",
+        low=1,
+        late=True,
+    )
     input_div255: bool = hparam(False, "divide inputs by 255 again (the official MLPs)")
     pretrained_weights: str | None = hparam(
         None, "path of ImageNet weights for resnet18_pretrained / resnet50_pretrained"

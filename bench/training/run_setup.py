@@ -52,8 +52,9 @@ def _cached(key: tuple, config: RunConfig) -> bool:
 
 
 def load_data(config: RunConfig, place: DataPlace) -> tuple[DatasetFamily, Splits]:
-    """The run's dataset family and splits (subsampled by ``train_limit`` / ``eval_limit``,
-    resized to ``image_size``; the family returned then carries the resized spec).
+    """The run's dataset family and splits (subsampled by ``train_limit`` / ``eval_limit``, the
+    valid split by ``valid_limit`` where it is set; resized to ``image_size``; the family
+    returned then carries the resized spec).
 
     The last loaded dataset is cached, so a sweep does not re-read it for every run; it is
     read again when a run wrote to it or when it was rebuilt since (:func:`_cached`)."""
@@ -72,7 +73,9 @@ def load_data(config: RunConfig, place: DataPlace) -> tuple[DatasetFamily, Split
     subset_seed = int(config.data_options.get("data_seed", 0))  # same subset for every method
     splits = Splits(
         train=limit_split(splits.train, hp.train_limit, stream_seed(subset_seed, "subset.train")),
-        valid=limit_split(splits.valid, hp.eval_limit, stream_seed(subset_seed, "subset.valid")),
+        valid=limit_split(
+            splits.valid, hp.valid_limit or hp.eval_limit, stream_seed(subset_seed, "subset.valid")
+        ),
         test=limit_split(splits.test, hp.eval_limit, stream_seed(subset_seed, "subset.test")),
     )
     side = hp.image_size
