@@ -84,6 +84,23 @@ def measured_projection(rows: list[dict[str, Any]], settings: PerfSettings) -> P
     return projection
 
 
+def _common(settings: PerfSettings, where: str, device: torch.device) -> dict[str, Any]:
+    """What every ``--json`` file of ``bench perf`` says of where and how it measured."""
+    return {
+        "device": where,
+        "device_type": device.type,
+        "torch": torch.__version__,
+        "protocol": settings.protocol,
+        "steps": settings.steps,
+        "warmup": settings.warmup,
+        "set": parse_overrides(settings.set),
+    }
+
+
+def _write(path: Path, data: dict[str, Any]) -> None:
+    write_output(path, json.dumps(data, indent=2) + "\n", "--json")
+
+
 def write_json(
     path: Path,
     settings: PerfSettings,
@@ -96,20 +113,14 @@ def write_json(
     planned: int,
 ) -> None:
     data = {
-        "device": where,
-        "device_type": device.type,
-        "torch": torch.__version__,
+        **_common(settings, where, device),
         "python": platform.python_version(),
         "threads": settings.threads or torch.get_num_threads(),
-        "protocol": settings.protocol,
-        "steps": settings.steps,
-        "warmup": settings.warmup,
         "repeats": settings.repeats,
         "budget_s": settings.budget or None,
         "min_time_s": settings.min_time,
         "cell_timeout_s": settings.cell_timeout or None,
         "batch_size_override": settings.batch_size,
-        "set": parse_overrides(settings.set),
         "target_speed": TARGET,
         "cells_planned": planned,  # more than len(measurements): stopped early
         "measurements": [m.to_dict() for m in measurements],
@@ -117,7 +128,7 @@ def write_json(
         "harness_vs_bare": comparison,
         "projection": None if settings.batch_size else projection.to_dict(),
     }
-    write_output(path, json.dumps(data, indent=2) + "\n", "--json")
+    _write(path, data)
 
 
 def write_sync_json(
@@ -131,15 +142,9 @@ def write_sync_json(
     """``--host-syncs --json``: the counts of every cell and their summary rows."""
     data = {
         "mode": "host_syncs",
-        "device": where,
-        "device_type": device.type,
-        "torch": torch.__version__,
-        "protocol": settings.protocol,
-        "steps": settings.steps,
-        "warmup": settings.warmup,
-        "set": parse_overrides(settings.set),
+        **_common(settings, where, device),
         "cuda_sync_debug": settings.cuda_sync_debug,
         "measurements": [m.to_dict() for m in measurements],
         "summary": rows,
     }
-    write_output(path, json.dumps(data, indent=2) + "\n", "--json")
+    _write(path, data)
