@@ -2,25 +2,30 @@
 
 The committed record's Colored MNIST cells hold 20 seeds and, for each, the value the same
 run gave under the ``avx2`` and the ``default`` kernels (``bench regress kernels``). Each row
-checks pairs of seeds with the project's own :func:`~debias_bench.analysis.regression.compare`
-against a baseline built so that the checked runs never taught it their own kernels' moves:
+checks groups of ``M`` seeds (the check's own ``M`` for the cell: 2, or more where
+:func:`~debias_bench.analysis.check_design.extra_runs` gives more) with the project's own
+:func:`~debias_bench.analysis.regression.compare`, against a baseline built so that the checked
+runs never taught it their own kernels' moves:
 
 - **other setting**: the baseline keeps one setting's pairs; the other setting's runs are
-  checked, seeds 0-1, 2-3, ..., 18-19 (the pairs never saw that setting);
+  checked, seeds 0..M-1, M..2M-1, ... (the pairs never saw that setting);
 - **seeds left out**: the baseline keeps both settings' pairs but those of the checked seeds;
   each setting's runs of those seeds are checked;
 - **fresh seeds**: seeds 20-23 under ``avx2`` against a baseline that holds their values on
   this machine (appended to the 20) and the 20 seeds' pairs only.
 
-"+4 caught" checks the check's own runs (seeds 0-1 on this machine's kernels) and the ``avx2``
-runs of seeds 0-1 (against the ``default`` pairs only) against the baseline with every value
-raised by 4 points (at most 100). Also printed: the largest drop of any metric in the check's
-standard deviations (``(reference - mean) / sigma``), over the false-alarm rows.
+"+4 caught" checks seeds 0..M-1 as this machine runs them (the record's own values: the check
+reproduces them bit for bit here) and as ``avx2`` runs them (against the ``default`` pairs
+only), against the baseline with every value raised by 4 points (at most 100). Also printed:
+the largest drop of any metric in the check's standard deviations (``(reference - mean) /
+sigma``), over each false-alarm row.
 
-    python scripts/regress_pairs_table.py OWN FRESH AVX2_FRESH
+    python scripts/regress_pairs_table.py FRESH AVX2_FRESH [THIRD]
 
-OWN: the check's runs (seeds 0-1); FRESH: seeds 20-29 on this machine's kernels; AVX2_FRESH:
-seeds 20-23 under AVX2 (each made as scripts/ci_regress.sh makes Colored MNIST's runs).
+FRESH: seeds 20-23 on this machine's kernels; AVX2_FRESH: the same under AVX2; THIRD: seeds
+0-19 under a kernel setting the record does not hold (``ATEN_CPU_CAPABILITY=default`` alone,
+MKL and oneDNN at their own), checked against both settings' pairs as CI on such a CPU would
+(each made as scripts/ci_regress.sh makes Colored MNIST's runs).
 """
 
 from __future__ import annotations
@@ -32,7 +37,9 @@ from pathlib import Path
 from typing import Any
 
 from debias_bench.analysis.baseline import sweep_cells
-from debias_bench.analysis.regression import compare
+from debias_bench.analysis.check_design import HEADLINE, extra_runs
+from debias_bench.analysis.regress_rule import Allowance
+from debias_bench.analysis.regression import compare, kernel_diffs
 
 RECORD = Path(__file__).resolve().parents[1] / "tests" / "baselines" / "ci_preset.json"
 Cell = dict[str, Any]
@@ -89,54 +96,89 @@ def check(base: Cell, new: Cell) -> tuple[bool, float]:
 
 
 SEEDS = list(range(20))
-PAIRS = [(i, i + 1) for i in range(0, 20, 2)]
 
 
-def main(own: str, fresh: str, avx2_fresh: str) -> None:
-    record = json.loads(RECORD.read_text())["cells"]
-    cells = {k: c for k, c in record.items() if c["dataset"] == "cmnist"}
-    ours, _ = sweep_cells(Path(own))
+def groups(m: int, seeds: list[int] = SEEDS) -> list[list[int]]:
+    """``seeds`` in consecutive groups of ``m`` (a last short group left out)."""
+    return [seeds[i : i + m] for i in range(0, len(seeds) - m + 1, m)]
+
+
+def rms(values: tuple[float, ...]) -> float:
+    return (sum(v * v for v in values) / len(values)) ** 0.5
+
+
+def per_cell(cells: dict[str, Cell], more: dict[str, int]) -> None:
+    """Each cell's test accuracy (last): the seeds' spread, each setting's tau, the design the
+    rule takes at the check's M, its allowance and MDD."""
+    print("| method | s | tau avx2 | tau default | M | design | allowance | MDD |")
+    print("|---|---|---|---|---|---|---|---|")
+    for cell in sorted(cells.values(), key=lambda c: c["method"]):
+        values, m = cell["metrics"][HEADLINE], more.get(cell["method"], 2)
+        diffs = kernel_diffs(cell, HEADLINE)
+        rule = Allowance(
+            tuple(values), m, cell["counts"][HEADLINE], kernels=diffs, own=tuple(values[:m])
+        )
+        taus = " | ".join(f"{rms(d):.2f}" for d in diffs)
+        design = "paired" if rule.paired else "seeds"
+        print(
+            f"| {cell['method']} | {rule.spread:.2f} | {taus} | {m} | {design} | "
+            f"{rule.allowed:.2f} | {rule.mdd:.2f} |"
+        )
+    print()
+
+
+def main(fresh: str, avx2_fresh: str, third: str | None = None) -> None:
+    record = json.loads(RECORD.read_text())
+    cells = {k: c for k, c in record["cells"].items() if c["dataset"] == "cmnist"}
+    more = extra_runs(record, "cmnist", 2)
+    per_cell(cells, more)
     new_f, _ = sweep_cells(Path(fresh))
     new_af, _ = sweep_cells(Path(avx2_fresh))
+    new_t = sweep_cells(Path(third))[0] if third else {}
     rows: dict[str, list[tuple[bool, float]]] = {}
     for key, cell in cells.items():
+        m = more.get(cell["method"], 2)
         for held, kept in (("default", ("avx2",)), ("avx2", ("default",))):
             base = keep_kernels(cell, kept)
-            for pair in PAIRS:
-                new = subset(kernel_cell(cell, held), list(pair))
-                rows.setdefault(f"other setting: {held} runs, {kept[0]} pairs", []).append(
-                    check(base, new)
-                )
-        for pair in PAIRS:
-            base = keep_kernels(cell, ("avx2", "default"), without=pair)
+            for seeds in groups(m):
+                new = subset(kernel_cell(cell, held), seeds)
+                name = f"other setting: {held} runs, {kept[0]} pairs only"
+                rows.setdefault(name, []).append(check(base, new))
+        for seeds in groups(m):
+            base = keep_kernels(cell, ("avx2", "default"), without=tuple(seeds))
             for held in ("avx2", "default"):
-                new = subset(kernel_cell(cell, held), list(pair))
+                new = subset(kernel_cell(cell, held), seeds)
                 rows.setdefault("seeds left out: both settings", []).append(check(base, new))
+        for seeds in groups(m) if key in new_t else []:
+            rows.setdefault("third setting, against both settings' pairs", []).append(
+                check(keep_kernels(cell, ("avx2", "default")), subset(new_t[key], seeds))
+            )
         fresh_seeds = [20, 21, 22, 23]
         base = keep_kernels(cell, ("avx2", "default"))
         native = subset(new_f[key], fresh_seeds)
         base["seeds"] += fresh_seeds
         base["run_ids"] += native["run_ids"]
-        base["metrics"] = {m: v + native["metrics"][m] for m, v in base["metrics"].items()}
-        for pair in ((20, 21), (22, 23)):
+        base["metrics"] = {m_: v + native["metrics"][m_] for m_, v in base["metrics"].items()}
+        for seeds in groups(m, fresh_seeds):
             rows.setdefault("fresh seeds 20-23 under avx2", []).append(
-                check(base, subset(new_af[key], list(pair)))
+                check(base, subset(new_af[key], seeds))
             )
-    print("| checked | alarms | largest drop (sigmas) |")
+    print("| checked (groups of the cell's M seeds) | alarms | largest drop (sigmas) |")
     print("|---|---|---|")
     for name, found in rows.items():
         alarms = sum(failed for failed, _ in found)
         print(f"| {name} | {alarms} of {len(found)} | {max(w for _, w in found):.2f} |")
     print()
-    print("| +4 points | cells caught (of 14) | which not |")
+    print("| +4 points, the check's seeds 0..M-1 | cells caught (of 14) | not caught |")
     print("|---|---|---|")
     for name, runs, kept in (
-        ("the check's seeds 0-1, this machine's kernels", None, ("avx2", "default")),
-        ("seeds 0-1 under avx2, default pairs only", "avx2", ("default",)),
+        ("this machine's kernels, both settings' pairs", None, ("avx2", "default")),
+        ("under avx2, default pairs only", "avx2", ("default",)),
     ):
         missed = []
-        for key, cell in cells.items():
-            new = subset(ours[key], [0, 1]) if runs is None else subset(kernel_cell(cell, runs), [0, 1])
+        for cell in cells.values():
+            seeds = list(range(more.get(cell["method"], 2)))
+            new = subset(cell if runs is None else kernel_cell(cell, runs), seeds)
             failed, _ = check(raised(keep_kernels(cell, kept), 4.0), new)
             if not failed:
                 missed.append(cell["method"])

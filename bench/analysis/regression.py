@@ -153,15 +153,20 @@ def _status(
     return status, base, current
 
 
-def kernel_diffs(cell: dict[str, Any], metric: str) -> tuple[float, ...]:
-    """Other kernels' value of ``metric`` minus the cell's own, per recorded seed and kernel
-    setting (the cell's ``kernels``, :func:`~debias_bench.analysis.baseline.add_kernels`)."""
+def kernel_diffs(cell: dict[str, Any], metric: str) -> tuple[tuple[float, ...], ...]:
+    """Per kernel setting of the cell (its ``kernels``,
+    :func:`~debias_bench.analysis.kernel_pairs.add_kernels`), that setting's value of
+    ``metric`` minus the cell's own, per recorded seed."""
     own = dict(zip(cell["seeds"], cell["metrics"].get(metric, []), strict=False))
     return tuple(
-        round(value - own[seed], 4)
+        tuple(
+            round(value - own[seed], 4)
+            for seed, value in zip(
+                setting["seeds"], setting["metrics"].get(metric, []), strict=False
+            )
+            if seed in own
+        )
         for setting in cell.get("kernels", {}).values()
-        for seed, value in zip(setting["seeds"], setting["metrics"].get(metric, []), strict=False)
-        if seed in own
     )
 
 
@@ -295,7 +300,7 @@ def compare(
                 n,
                 tolerance,
                 noise_z,
-                kernel_diffs=kernel_diffs(base, metric),
+                kernels=kernel_diffs(base, metric),
                 own=own,
             )
             status, mean, current = _status(by_seed, runs, rule)

@@ -134,7 +134,7 @@ class RegressCheck:
         lines = [
             f"{cell.cell}: {cell.verdict}; baseline of {cell.seeds} seed(s), {cell.runs} new "
             f"run(s); rule: allowance = max(tolerance, z sigma), sigma^2 = s^2 (1/M + 1/K) + "
-            "w se^2 (docs/regression.md)"
+            "w se^2, or tau_u^2 / M + w se^2 paired by seed (docs/regression.md)"
         ]
         for metric in cell.metrics:
             lines.append("")

@@ -1,0 +1,75 @@
+"""How many seeds the regression check trains per cell: as few as the baseline says suffice.
+
+A cell's allowance falls with the check's runs ``M`` (:mod:`~debias_bench.analysis.regress_rule`:
+``s^2 (1/M + 1/K)`` or ``tau_u^2 / M``, above the test-set floor). Cells paired by seed whose
+seed other kernels hardly move (Vanilla, ETF-Debias, LfF, ...) are at the floor with one run;
+a few (EnD: a seed moves by about 0.9 point under other kernels) get under :data:`TARGET`
+points only with more runs; some (DisEnt, LC, SelecMix) not within :data:`MOST`.
+:func:`check_runs` gives each method the fewest runs that bring its cell under the target,
+from the baseline alone, and the default where none does (or the baseline has no cell);
+``scripts/ci_regress.sh check`` trains seeds ``0..M-1`` of each (docs/regression.md).
+
+    python -m debias_bench.analysis.check_design BASELINE DATASET DEFAULT   # "method M" lines
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from debias_bench.analysis.baseline import load_baseline
+from debias_bench.analysis.regress_rule import Allowance
+from debias_bench.analysis.regression import kernel_diffs
+
+#: the headline allowance (points, test accuracy of the last model) more runs aim under: a
+#: 4-point drop is then caught with room for another CPU's kernels
+TARGET = 3.5
+#: the most runs a cell is given (DisEnt's 8 cost the ``ci`` check about 20 s on 2 cores)
+MOST = 8
+HEADLINE = "last.test.accuracy"
+
+
+def allowance(cell: dict[str, Any], runs: int) -> float:
+    """The headline allowance of ``cell`` for a check of its first ``runs`` seeds."""
+    values = cell["metrics"][HEADLINE]
+    own = tuple(values[:runs]) if runs <= len(values) else None
+    rule = Allowance(
+        tuple(values),
+        runs,
+        cell["counts"][HEADLINE],
+        kernels=kernel_diffs(cell, HEADLINE),
+        own=own,
+    )
+    return rule.allowed
+
+
+def check_runs(
+    baseline: dict[str, Any],
+    dataset: str,
+    methods: list[str],
+    default: int,
+    target: float = TARGET,
+    most: int = MOST,
+) -> dict[str, int]:
+    """Per method of ``methods``: the fewest runs up to ``most`` that bring the headline
+    allowance of its ``dataset`` cell in ``baseline`` under ``target``; ``default`` for a
+    method none brings under or without a cell."""
+    cells = {c["method"]: c for c in baseline["cells"].values() if c["dataset"] == dataset}
+    out = {}
+    for method in methods:
+        cell = cells.get(method)
+        fits = (m for m in range(1, most + 1) if cell and allowance(cell, m) < target)
+        out[method] = next(fits, default)
+    return out
+
+
+if __name__ == "__main__":  # every method bench run counts in "all", $BENCH_PLUGINS' too
+    from debias_bench.plugins.loading import import_plugins
+    from debias_bench.registry import METHODS
+
+    import_plugins()
+    _path, _dataset, _default = sys.argv[1:4]
+    _runs = check_runs(load_baseline(Path(_path)), _dataset, METHODS.names(), int(_default))
+    for _method, _m in _runs.items():
+        print(_method, _m)
