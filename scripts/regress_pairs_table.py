@@ -2,8 +2,8 @@
 
 The committed record's Colored MNIST cells hold 20 seeds and, for each, the value the same
 run gave under the ``avx2`` and the ``default`` kernels (``bench regress kernels``). Each row
-checks groups of ``M`` seeds (the check's own ``M`` for the cell: 2, or more where
-:func:`~debias_bench.analysis.check_design.extra_runs` gives more) with the project's own
+checks groups of ``M`` seeds (the check's own ``M`` for the cell,
+:func:`~debias_bench.analysis.check_design.check_runs`) with the project's own
 :func:`~debias_bench.analysis.regression.compare`, against a baseline built so that the checked
 runs never taught it their own kernels' moves:
 
@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from debias_bench.analysis.baseline import sweep_cells
-from debias_bench.analysis.check_design import HEADLINE, extra_runs
+from debias_bench.analysis.check_design import HEADLINE, check_runs
 from debias_bench.analysis.regress_rule import Allowance
 from debias_bench.analysis.regression import compare, kernel_diffs
 
@@ -130,7 +130,7 @@ def per_cell(cells: dict[str, Cell], more: dict[str, int]) -> None:
 def main(fresh: str, avx2_fresh: str, third: str | None = None) -> None:
     record = json.loads(RECORD.read_text())
     cells = {k: c for k, c in record["cells"].items() if c["dataset"] == "cmnist"}
-    more = extra_runs(record, "cmnist", 2)
+    more = check_runs(record, "cmnist", [c["method"] for c in cells.values()], 2)
     per_cell(cells, more)
     new_f, _ = sweep_cells(Path(fresh))
     new_af, _ = sweep_cells(Path(avx2_fresh))

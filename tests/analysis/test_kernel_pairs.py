@@ -126,9 +126,7 @@ def _kernels_cmd(out: Path, baseline: Path, name: str = "again") -> int:
     )
 
 
-def test_kernels_keeps_the_same_runs_beside_the_baseline_and_the_check_pairs(
-    toy, tmp_path, capsys
-):
+def test_kernels_keeps_the_same_runs_beside_the_baseline_and_the_check_pairs(toy, tmp_path, capsys):
     runs, _ = toy
     path = tmp_path / "base.json"
     assert main(["regress", "record", "--out", str(runs), "-o", str(path)]) == 0
@@ -145,9 +143,7 @@ def test_kernels_keeps_the_same_runs_beside_the_baseline_and_the_check_pairs(
     assert "paired, against the new runs' own seeds' mean" in out
 
 
-def test_kernels_refuses_runs_of_another_configuration_and_bad_kernel_fields(
-    toy, tmp_path, capsys
-):
+def test_kernels_refuses_runs_of_another_configuration_and_bad_kernel_fields(toy, tmp_path, capsys):
     runs, other = toy
     path = tmp_path / "base.json"
     assert main(["regress", "record", "--out", str(runs), "-o", str(path)]) == 0
@@ -170,20 +166,21 @@ def test_kernels_refuses_runs_of_another_configuration_and_bad_kernel_fields(
         load_baseline(path)
 
 
-def test_the_check_design_gives_more_runs_where_they_bring_a_cell_under_the_target():
-    """check_design.extra_runs: a calm cell (pairs within 0.1 point) is under 3.5 points at 2
-    runs and gets none; a cell whose seed moves by about 0.9 point under other kernels gets
-    the fewest runs that bring it under; a chaotic one (a seed moves by 6) none within 8."""
-    from debias_bench.analysis.check_design import TARGET, allowance, extra_runs
+def test_the_check_design_gives_each_cell_the_fewest_runs_under_the_target():
+    """check_design.check_runs: a calm cell (pairs within 0.1 point) is under 3.5 points with
+    one run; a cell whose seed moves by about 0.9 point under other kernels gets the fewest
+    runs that bring it under; a chaotic one (a seed moves by 6) and a method without a cell
+    get the default."""
+    from debias_bench.analysis.check_design import TARGET, allowance, check_runs
 
     cells = {}
     for method, move in (("calm", 0.1), ("end_like", 0.9), ("chaotic", 6.0)):
         cell = {**_cell(_kernels(move)), "method": method}
         cells[f"cmnist/{method}/r5/clean"] = cell
-    extra = extra_runs({"cells": cells}, "cmnist", 2)
-    assert set(extra) == {"end_like"}
-    m = extra["end_like"]
+    methods = ["calm", "end_like", "chaotic", "plugin"]
+    runs = check_runs({"cells": cells}, "cmnist", methods, 2)
+    assert runs["calm"] == 1 and runs["chaotic"] == 2 and runs["plugin"] == 2
+    m = runs["end_like"]
     end_like = cells["cmnist/end_like/r5/clean"]
-    assert allowance(end_like, m) < TARGET <= allowance(end_like, m - 1)
-    assert allowance(cells["cmnist/calm/r5/clean"], 2) < TARGET
+    assert m > 1 and allowance(end_like, m) < TARGET <= allowance(end_like, m - 1)
     assert allowance(cells["cmnist/chaotic/r5/clean"], 8) >= TARGET

@@ -18,7 +18,7 @@ import torch
 import yaml
 from support.planted import finish, plant
 
-from debias_bench.analysis.check_design import extra_runs
+from debias_bench.analysis.check_design import check_runs
 from debias_bench.analysis.kernel_pairs import OLDER_KERNELS
 from debias_bench.analysis.regression import (
     TEST_NOISE_WEIGHT,
@@ -563,19 +563,22 @@ def test_a_baseline_raised_by_4_points_fails_on_colored_mnist(ci_check, tmp_path
     whose Colored MNIST accuracies (its kernel runs' too) are 4 points higher (at most 100)
     fail on at least 11 of its 14 Colored MNIST cells (0 of 14 with one seed on 1,000 test
     images, 7 before the kernel pairs), and on no cell of another dataset. Each cell is
-    checked on 2 seeds, or on the more check_design gives it (EnD: 4). Not caught: LC, SelecMix
+    checked on the seeds check_design gives it (1 where other kernels hardly move a seed,
+    EnD 4, else 2). Not caught: LC, SelecMix
     (and LfF+BE on its test accuracy), whose seeds other kernels move as another seed does,
     and DisEnt, whose 8 seeds would not bring it under 3.5 points (docs/regression.md, "How the
     check was sized")."""
     runs, _ = ci_check
     baseline = json.loads(COMMITTED.read_text())
-    more = extra_runs(baseline, "cmnist", 2)
+    methods = [c["method"] for c in baseline["cells"].values() if c["dataset"] == "cmnist"]
+    plan = check_runs(baseline, "cmnist", methods, 2)
     check = regress_check(runs, _raised(4.0, "cmnist", tmp_path / "raised.json"))
     cmnist = [c for c in check.cells if c.dataset == "cmnist"]
     failed = [c.cell for c in check.failed]
     assert len(cmnist) == 14 and all(c.startswith("cmnist/") for c in failed), failed
     assert len(failed) >= 11, failed
-    assert more and all(c.runs == more.get(c.cell.split("/")[1], 2) for c in cmnist)
+    assert all(c.runs == plan[c.cell.split("/")[1]] for c in cmnist)
+    assert plan["end"] > 2 and plan["vanilla"] == 1
     assert all(c.seeds == 20 for c in cmnist)
 
 
