@@ -16,8 +16,12 @@ the baseline's count: a baseline edited to a tiny count cannot widen it), at the
 centre ``(x + 2) / (n + 4)``, ``w`` = ``TEST_NOISE_WEIGHT``. The first term is the variance of
 the difference of two means of seeds; the second a floor for what a few seeds cannot show
 (LfF+BE's 105 bias-aligned Colored MNIST images, 96-100 % right on each of 15 seeds, came out
-90.5 % under other kernels). :mod:`debias_bench.analysis.regress_rule` computes it, with the
-minimum detectable drop (the true drop caught with 80 % power) and an explanation.
+90.5 % under other kernels). Where the baseline holds its seeds as they ran under other
+kernels (``bench regress kernels``) and those move a seed less than another seed would, the
+new runs are compared with their own seeds' recorded values instead, with ``tau_u^2 / M`` in
+place of the seeds' term (paired by seed). :mod:`debias_bench.analysis.regress_rule` computes
+it, with the minimum detectable drop (the true drop caught with 80 % power) and an
+explanation.
 
 Why seeds: on another CPU (other SIMD kernels, another BLAS) a short run's float rounding
 takes another path, and training amplifies a last-bit difference the way another seed does;
@@ -93,7 +97,7 @@ __all__ = [
 class Difference:
     cell: str
     metric: str
-    baseline: float | None  # the mean over the baseline's seeds
+    baseline: float | None  # the reference: the baseline's seeds' mean (paired: the new runs')
     current: float | None  # the mean over the new runs of the cell
     status: str  # ok | changed | improved | regressed | missing | new
     allowed: float | None = None  # the drop (and gain) the check allows, in points
