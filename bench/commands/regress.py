@@ -13,10 +13,11 @@ A parser over :func:`debias_bench.session.regress.regress_check`: it prints one 
 (its verdict, the test accuracy's allowance and minimum detectable drop), one per metric that
 moved, and a summary line with the minimum detectable drop per dataset; ``--explain CELL``
 prints how that cell's allowances were computed instead. ``check`` exits 1 when a tracked
-metric of a baseline cell dropped below the mean of the baseline's seeds by more than its
-allowance or a cell is missing; it exits 2 (one error line) for a baseline it cannot trust:
-malformed, without a count or a metric, or recorded under another preset or protocol than the
-sweep's runs, or for an unknown ``--explain`` cell.
+metric of a baseline cell dropped below the mean of the baseline's seeds (paired by seed: of
+the new runs' own seeds) by more than its allowance or a cell is missing; it exits 2 (one
+error line) for a baseline it cannot trust: malformed, without a count or a metric, or
+recorded under another preset or protocol than the sweep's runs, or for an unknown
+``--explain`` cell. ``kernels`` keeps the baseline's seeds as they ran under other kernels.
 """
 
 from __future__ import annotations
