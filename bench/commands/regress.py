@@ -1,4 +1,4 @@
-"""`bench regress record | check`: catch a method getting worse on a small fixed sweep.
+"""`bench regress record | kernels | check`: catch a method getting worse on a small fixed sweep.
 
     bench run --preset ci --methods all --datasets cmnist --set eval_limit=null \
         --seeds 0,1,2,3,4,5,6,7,8,9 --out BASE
