@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from debias_bench.analysis.check_design import HEADLINE
 from debias_bench.analysis.kernel_pairs import add_kernels
 from debias_bench.analysis.regress_rule import Allowance
 from debias_bench.analysis.regression import (
@@ -34,8 +35,6 @@ from debias_bench.analysis.regression import (
 from debias_bench.errors import ConfigError
 from debias_bench.reporting.significance import POWER
 
-#: the metric a cell's line shows, and the one the MDD of a dataset is given for
-HEADLINE = "last.test.accuracy"
 #: a cell's verdict: the worst of its metrics' statuses, in this order
 VERDICTS = ("regressed", "missing", "improved", "changed", "ok", "new")
 
