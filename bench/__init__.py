@@ -35,6 +35,7 @@ _API: dict[str, str] = {
     "regress_check": "debias_bench.session.regress",
     "regress_record": "debias_bench.session.regress",
     "regress_kernels": "debias_bench.session.regress",
+    "regress_sweep": "debias_bench.session.regress_sweep",
     # methods
     "Method": "debias_bench.training.method",
     "TrainEnv": "debias_bench.training.method",
@@ -192,6 +193,7 @@ __all__ = [
     "regress_check",
     "regress_kernels",
     "regress_record",
+    "regress_sweep",
     "relative_difficulty",
     "report",
     "results",
@@ -384,6 +386,7 @@ if TYPE_CHECKING:  # what static tools (mypy, the docs) see of the lazy names
     from debias_bench.reporting.stats import seed_stats
     from debias_bench.session.compare import compare
     from debias_bench.session.regress import regress_check, regress_kernels, regress_record
+    from debias_bench.session.regress_sweep import regress_sweep
     from debias_bench.session.report import report
     from debias_bench.session.results import results
     from debias_bench.session.run import RunSummary, run

@@ -2,12 +2,16 @@
 
 A baseline cell is one (dataset, method, ratio, protocol) of a sweep; it holds the test
 accuracy (overall, bias-aligned, bias-conflicting) of the ``last`` and ``best_valid``
-selections of every seed the sweep ran, in the order of ``seeds``, and how many test images
-each metric was measured on (the same images for every seed: the ``ci`` subsets do not depend
-on the seed). Several seeds give the cell's between-seed spread, against which
-:mod:`debias_bench.analysis.regression` judges a new run (format 2). A format-1 baseline (one
-cell per seed, ``dataset/method/rR/sS/protocol``, one number per metric) is read as format 2:
-its cells of one configuration become one cell with their seeds.
+selections of every seed the sweep ran, in the order of ``seeds``, and of ``curve``: each
+accuracy's mean over all the run's evaluations (``metrics.jsonl``), the mean height of its
+learning curve. Where other kernels turn a seed into another seed only late in training (LC,
+LfF+BE: identical to step 100, 2-3.5 points apart at step 240), the curve's mean still pairs
+by seed (docs/regression.md, "The learning curve's mean"). Each metric comes with how many
+test images it was measured on (the same images for every seed and every evaluation: the
+``ci`` subsets do not depend on the seed). Several seeds give the cell's between-seed spread,
+against which :mod:`debias_bench.analysis.regression` judges a new run (format 2). A format-1
+baseline (one cell per seed, ``dataset/method/rR/sS/protocol``, one number per metric) is read
+as format 2: its cells of one configuration become one cell with their seeds.
 
 The baseline is plain JSON, small enough to commit and to review in a diff. A baseline that is
 not sound (a cell without a metric every run measures, without a count, with a count <= 0, a
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 import math
 import platform
+import statistics
 import time
 from pathlib import Path
 from typing import Any
@@ -32,17 +37,20 @@ from debias_bench.launchers.run_one import provenance
 from debias_bench.reporting.records import COUNTS, load_records
 from debias_bench.runs.jsonio import json_text, read_json, write_output
 from debias_bench.runs.states import SUCCESS, RunState
-from debias_bench.runs.store import check_store
+from debias_bench.runs.store import RunStore, check_store
 
 FORMAT = 2
 #: the formats :func:`load_baseline` reads (1: one cell per seed, before the seeds' spread)
 FORMATS = (1, 2)
-SELECTIONS = ("last", "best_valid")
+#: the run's own selections a baseline keeps (debias_bench.config.selection)
+RUN_SELECTIONS = ("last", "best_valid")
+#: a metric's mean over every evaluation of the run, on the same test images as ``last``
+CURVE = "curve"
+SELECTIONS = (*RUN_SELECTIONS, CURVE)
+TRACKED_METRICS = ("accuracy", "conflicting_accuracy", "aligned_accuracy")
 #: what a baseline keeps of each run: (selection, split, metric)
 TRACKED = tuple(
-    (selection, "test", metric)
-    for selection in SELECTIONS
-    for metric in ("accuracy", "conflicting_accuracy", "aligned_accuracy")
+    (selection, "test", metric) for selection in SELECTIONS for metric in TRACKED_METRICS
 )
 
 
@@ -77,9 +85,31 @@ def environment() -> dict[str, Any]:
     }
 
 
-def _runs(frame: pd.DataFrame) -> tuple[dict[str, dict[str, Any]], list[str]]:
+def curve_metrics(
+    evaluations: list[dict[str, Any]], counts: dict[str, int]
+) -> tuple[dict[str, float], dict[str, int]]:
+    """The ``curve`` metrics of a run whose evaluation records are ``evaluations``: each
+    tracked test accuracy's mean over every evaluation that measured the test split, with the
+    count of ``last`` (the same test images). A metric some evaluation lacks is left out."""
+    tested = [e["test"] for e in evaluations if isinstance(e.get("test"), dict)]
+    metrics, kept = {}, {}
+    for metric in TRACKED_METRICS:
+        values = [t.get(metric) for t in tested]
+        if not values or not all(_is_number(v) and math.isfinite(v) for v in values):
+            continue
+        key = metric_key(CURVE, "test", metric)
+        metrics[key] = round(statistics.fmean(values), 4)
+        if (n := counts.get(metric_key("last", "test", metric))) is not None:
+            kept[key] = n
+    return metrics, kept
+
+
+def _runs(
+    frame: pd.DataFrame, store: RunStore | None = None
+) -> tuple[dict[str, dict[str, Any]], list[str]]:
     """The finished runs in ``frame`` by :func:`run_key`, and one line per unfinished run (a
-    run its method declined, ``skipped`` with its reason, is neither: it has no cell)."""
+    run its method declined, ``skipped`` with its reason, is neither: it has no cell); with
+    the ``store`` the frame was read from, their ``curve`` metrics too."""
     unfinished = [
         f"{row.run_id}: {row.state}" + (f" ({row.note})" if isinstance(row.note, str) else "")
         for row in frame[~frame["state"].isin(list(SUCCESS))].itertuples()
@@ -97,6 +127,8 @@ def _runs(frame: pd.DataFrame) -> tuple[dict[str, dict[str, Any]], list[str]]:
             )
         metrics, counts = {}, {}
         for selection, split, metric in TRACKED:
+            if selection == CURVE:
+                continue
             match = rows[(rows["selection"] == selection) & (rows["split"] == split)]
             value = match.iloc[0][metric] if len(match) else None
             if value is not None and not math.isnan(value):
@@ -104,6 +136,10 @@ def _runs(frame: pd.DataFrame) -> tuple[dict[str, dict[str, Any]], list[str]]:
                 n = match.iloc[0][COUNTS[metric]]
                 if n is not None and not math.isnan(n):
                     counts[metric_key(selection, split, metric)] = int(n)
+        if store is not None:
+            curve, curve_counts = curve_metrics(store.run(str(run_id)).metrics(), counts)
+            metrics.update(curve)
+            counts.update(curve_counts)
         runs[key] = {
             "dataset": first.dataset,
             "method": first.method,
@@ -165,7 +201,8 @@ def by_cell(runs: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
 def sweep_runs(out: Path) -> tuple[dict[str, dict[str, Any]], list[str]]:
     """The finished runs of the run store at ``out`` (by :func:`run_key`) and its unfinished
     runs."""
-    return _runs(load_records(check_store(out)))
+    store = check_store(out)
+    return _runs(load_records(store), store)
 
 
 def sweep_cells(out: Path) -> tuple[dict[str, dict[str, Any]], list[str]]:
@@ -250,8 +287,9 @@ COMMON_FIELDS: dict[str, type | tuple[type, ...]] = {
     "counts": dict,  # images behind each metric: one count > 0 per metric
 }
 CELL_FIELDS = {1: {**COMMON_FIELDS, "seed": int}, 2: {**COMMON_FIELDS, "seeds": list}}
-#: the metrics every run measures (the other accuracies need aligned or conflicting images)
-ALWAYS = tuple(metric_key(selection, "test", "accuracy") for selection in SELECTIONS)
+#: the metrics every run measures (the other accuracies need aligned or conflicting images;
+#: ``curve`` is newer than some baselines)
+ALWAYS = tuple(metric_key(selection, "test", "accuracy") for selection in RUN_SELECTIONS)
 
 
 def _is_number(value: Any) -> bool:
@@ -313,13 +351,14 @@ def _cell_problems(key: str, cell: Any, version: int) -> list[str]:
         problems.append(f"cell {key!r}: its fields say {own!r}")
     metrics, counts = cell["metrics"], cell["counts"]
     known = {metric_key(*t) for t in TRACKED}
-    # every run measures the accuracy; both selections are measured on the same test images,
-    # so a metric of one is a metric of the other
+    # every run measures the accuracy; the selections the cell holds are measured on the same
+    # test images, so a metric of one is a metric of the others
+    held = {name.split(".")[0] for name in metrics if name in known}
     expected = set(ALWAYS) | {
         metric_key(selection, *name.split(".")[1:])
         for name in metrics
         if name in known
-        for selection in SELECTIONS
+        for selection in held | set(RUN_SELECTIONS)
     }
     if not metrics:
         problems.append(f"cell {key!r}: no metrics")

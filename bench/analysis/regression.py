@@ -46,6 +46,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from debias_bench.analysis.baseline import (
+    CURVE,
     TRACKED,
     by_cell,
     cell_key,
@@ -246,6 +247,23 @@ def _notes(
     return notes
 
 
+def _without_curve(
+    baseline: dict[str, Any], cells: dict[str, dict[str, Any]]
+) -> tuple[dict[str, dict[str, Any]], bool]:
+    """The new cells without their ``curve`` metrics when no cell of ``baseline`` holds one
+    (recorded before they were: the check says so in a note), and whether it did that."""
+    if any(m.startswith(f"{CURVE}.") for c in baseline["cells"].values() for m in c["metrics"]):
+        return cells, False
+
+    def drop(named: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in named.items() if not k.startswith(f"{CURVE}.")}
+
+    return {
+        key: {**cell, "metrics": drop(cell["metrics"]), "counts": drop(cell["counts"])}
+        for key, cell in cells.items()
+    }, True
+
+
 def compare(
     baseline: dict[str, Any],
     cells: dict[str, dict[str, Any]],
@@ -265,6 +283,7 @@ def compare(
         raise BenchError(f"tolerance must be >= 0, not {tolerance}")
     check_same_sweep(baseline, cells, baseline_name, sweep_name)
     rerecord = f"record it again: bench regress record --out RUNS -o {baseline_name}"
+    cells, predates = _without_curve(baseline, cells)
     unchecked = [
         f"cell {key!r} has no {', '.join(sorted(lacks))}, which run "
         f"{cells[key]['run_ids'][0]} measured"
@@ -317,6 +336,11 @@ def compare(
         if key not in baseline["cells"]
     ]
     notes = [f"not finished in the new sweep: {line}" for line in unfinished or []]
+    if predates:
+        notes.append(
+            f"{baseline_name} predates the learning curve's mean ({CURVE}.*): those metrics "
+            f"are not checked; {rerecord} to check them"
+        )
     notes += _notes(baseline, recounted, uncounted, baseline_name)
     sizes = [len(cell["seeds"]) for cell in baseline["cells"].values()]
     return Comparison(out, tolerance, notes, noise_z, (min(sizes), max(sizes)))

@@ -1,12 +1,11 @@
-"""`bench regress record | kernels | check`: catch a method getting worse on a small fixed sweep.
+"""`bench regress record | kernels | sweep | check`: catch a method getting worse on a small sweep.
 
-    bench run --preset ci --methods all --datasets cmnist --set eval_limit=null \
+    bench run --preset ci --protocol clean --methods all --datasets cmnist --ratios 5 \
         --seeds 0,1,2,3,4,5,6,7,8,9 --out BASE
     bench regress record --out BASE -o baseline.json   # once, and after a deliberate change
     ATEN_CPU_CAPABILITY=avx2 ... bench run ... --out BASE_AVX2   # the same sweep, other kernels
     bench regress kernels --out BASE_AVX2 --baseline baseline.json --name avx2
-    bench run --preset ci --methods all --datasets cmnist --set eval_limit=null \
-        --seeds 0,1,2 --out RUNS
+    bench regress sweep  --baseline baseline.json --out RUNS   # the seeds each cell needs
     bench regress check  --out RUNS --baseline baseline.json [--explain CELL]
 
 A parser over :func:`debias_bench.session.regress.regress_check`: it prints one line per cell
@@ -31,7 +30,7 @@ from tabulate import tabulate
 from debias_bench.analysis.regression import DEFAULT_NOISE_Z, DEFAULT_TOLERANCE
 from debias_bench.commands.flags import number
 from debias_bench.session.regress import (
-    HEADLINE,
+    HEADLINES,
     CellCheck,
     MetricCheck,
     RegressCheck,
@@ -39,8 +38,10 @@ from debias_bench.session.regress import (
     regress_kernels,
     regress_record,
 )
+from debias_bench.session.regress_sweep import regress_sweep
 
-from .common import command_with_verbs, fmt
+from .common import command_with_verbs, data_args, fmt, ints, printed
+from .flags import execution_args, execution_of
 
 ORDER = {"regressed": 0, "missing": 1, "improved": 2, "changed": 3, "new": 4, "ok": 5}
 
@@ -57,8 +58,9 @@ def _status(status: str) -> str:
 
 def _head(head: MetricCheck | None) -> list[str]:
     if head is None:
-        return [""] * 5
+        return [""] * 6
     return [
+        head.metric.split(".")[0],
         fmt(head.baseline),
         fmt(head.current),
         _num(head.diff, True),
@@ -68,14 +70,24 @@ def _head(head: MetricCheck | None) -> list[str]:
 
 
 def cell_table(check: RegressCheck) -> str:
-    """One line per cell: its verdict, its new runs and baseline seeds, and its test
-    accuracy's (last model) baseline, new mean, difference, allowance and minimum detectable
-    drop."""
+    """One line per cell: its verdict, its new runs and baseline seeds, and its headline's
+    (the sharper of the last model's test accuracy and the learning curve's mean: ``last`` or
+    ``curve``) baseline, new mean, difference, allowance and minimum detectable drop."""
     rows = [
         [_status(cell.verdict), cell.cell, f"{cell.runs}/{cell.seeds}", *_head(cell.headline)]
         for cell in sorted(check.cells, key=lambda c: (ORDER[c.verdict], c.cell))
     ]
-    headers = ["verdict", "cell", "runs/seeds", "baseline", "now", "diff", "allowed", "mdd"]
+    headers = [
+        "verdict",
+        "cell",
+        "runs/seeds",
+        "headline",
+        "baseline",
+        "now",
+        "diff",
+        "allowed",
+        "mdd",
+    ]
     return tabulate(rows, headers, tablefmt="github", disable_numparse=True)
 
 
@@ -105,7 +117,7 @@ def metric_table(check: RegressCheck, show_all: bool) -> str:
 
 
 def mdd_line(check: RegressCheck) -> str:
-    """The minimum detectable drop of the headline metric per dataset: median (range)."""
+    """The minimum detectable drop of each cell's headline per dataset: median (range)."""
     parts = []
     for dataset, values in sorted(check.mdd_by_dataset().items()):
         low, high = min(values), max(values)
@@ -114,8 +126,9 @@ def mdd_line(check: RegressCheck) -> str:
     if not parts:
         return ""
     return (
-        f"; minimum detectable drop at {check.power * 100:g} % power ({HEADLINE}, median (range) "
-        f"over cells, points): " + ", ".join(parts)
+        f"; minimum detectable drop at {check.power * 100:g} % power (the sharper of "
+        f"{' and '.join(HEADLINES)} per cell, median (range) over cells, points): "
+        + ", ".join(parts)
     )
 
 
@@ -166,6 +179,18 @@ def cmd_check(args: argparse.Namespace) -> int:
     return check.exit_code
 
 
+def cmd_sweep(args: argparse.Namespace) -> int:
+    done = regress_sweep(
+        args.baseline,
+        args.out,
+        execution_of(args),
+        datasets=args.datasets.split(",") if args.datasets else None,
+        seeds=ints(args.seeds) if args.seeds else None,
+        dry_run=args.dry_run,
+    )
+    return 0 if args.dry_run else printed(done)
+
+
 def cmd_kernels(args: argparse.Namespace) -> int:
     kept = regress_kernels(args.out, args.baseline, args.name)
     print(
@@ -187,6 +212,27 @@ def add(sub: argparse._SubParsersAction) -> None:
         "--allow-unfinished", action="store_true", help="record the finished runs only"
     )
     rec.set_defaults(func=cmd_record)
+
+    sweep = verbs.add_parser(
+        "sweep",
+        help="train the runs a check compares with the baseline: its preset, protocol and "
+        "ratios, every method, the seeds each cell needs",
+    )
+    sweep.add_argument("--baseline", required=True, help="baseline JSON (bench regress record)")
+    sweep.add_argument("--out", required=True, help="run store to train into")
+    sweep.add_argument(
+        "--datasets", help="comma list of the baseline's datasets (default: all it holds)"
+    )
+    sweep.add_argument(
+        "--seeds",
+        help="these seeds for every cell (default: Colored MNIST's cells the fewest seeds that "
+        "bring their allowance under 3.5 points, the image sets' seed 0)",
+    )
+    sweep.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
+    data_args(sweep)
+    sweep.add_argument("--dry-run", action="store_true", help="list the runs and exit")
+    execution_args(sweep)
+    sweep.set_defaults(func=cmd_sweep)
 
     kern = verbs.add_parser(
         "kernels",

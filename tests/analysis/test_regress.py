@@ -18,7 +18,7 @@ import torch
 import yaml
 from support.planted import finish, plant
 
-from debias_bench.analysis.check_design import check_runs
+from debias_bench.analysis.check_design import HEADLINES, check_runs
 from debias_bench.analysis.kernel_pairs import OLDER_KERNELS
 from debias_bench.analysis.regression import (
     TEST_NOISE_WEIGHT,
@@ -31,13 +31,14 @@ from debias_bench.analysis.regression import (
 )
 from debias_bench.cli import main
 from debias_bench.config.run_config import make_config
-from debias_bench.errors import BenchError
+from debias_bench.errors import BenchError, ConfigError
 from debias_bench.paths import DataPlace
 from debias_bench.plugins.loading import import_plugins
 from debias_bench.registry import METHODS
 from debias_bench.runs.provenance import config_json
 from debias_bench.runs.store import RunStore
 from debias_bench.session.regress import regress_check
+from debias_bench.session.regress_sweep import DEFAULT_RUNS, regress_requests
 from debias_bench.training.engine import load_data, train_run
 
 REPO = Path(__file__).resolve().parents[2]
@@ -89,6 +90,74 @@ def test_check_passes_against_its_own_record(toy_sweep, tmp_path, capsys):
     out = capsys.readouterr().out
     assert "2 baseline cells of 2 seed(s)" in out
     assert "0 regressed, 0 missing, 0 improved, 0 changed, 0 new" in out
+
+
+def test_record_keeps_the_learning_curve_mean_of_every_run(toy_sweep, tmp_path):
+    """``curve``: each accuracy's mean over all the run's evaluations (metrics.jsonl; steps 4
+    and 8 here), counted on the test images of ``last``."""
+    baseline = _record(toy_sweep, tmp_path / "base.json")
+    cell = baseline["cells"]["toy/etf_debias/r20/clean"]
+    for seed, run_id in zip(cell["seeds"], cell["run_ids"], strict=True):
+        records = RunStore(toy_sweep).run(run_id).metrics()
+        assert [r["step"] for r in records] == [4, 8]
+        for metric in ("accuracy", "conflicting_accuracy", "aligned_accuracy"):
+            mean = statistics.fmean(r["test"][metric] for r in records)
+            recorded = cell["metrics"][f"curve.test.{metric}"][cell["seeds"].index(seed)]
+            assert recorded == pytest.approx(mean, abs=1e-4)
+            assert cell["counts"][f"curve.test.{metric}"] == cell["counts"][f"last.test.{metric}"]
+
+
+def test_a_baseline_before_the_learning_curve_is_checked_with_a_note(toy_sweep, tmp_path):
+    """A baseline recorded before ``curve`` (no cell holds one) is still sound: the new runs'
+    curve metrics are left unchecked and the check says so, never silently; a curve metric
+    lowered in a recorded baseline is checked like any other."""
+    baseline = _record(toy_sweep, tmp_path / "base.json")
+    older = json.loads(json.dumps(baseline))
+    for cell in older["cells"].values():
+        for part in ("metrics", "counts"):
+            cell[part] = {k: v for k, v in cell[part].items() if not k.startswith("curve.")}
+    (tmp_path / "older.json").write_text(json.dumps(older))
+    check = regress_check(toy_sweep, tmp_path / "older.json")
+    assert check.exit_code == 0
+    assert not any(m.metric.startswith("curve.") for c in check.cells for m in c.metrics)
+    assert any("predates the learning curve's mean (curve.*)" in n for n in check.notes)
+    lowered = baseline["cells"]["toy/vanilla/r20/clean"]["metrics"]
+    lowered["curve.test.accuracy"] = [v + 30 for v in lowered["curve.test.accuracy"]]
+    (tmp_path / "raised.json").write_text(json.dumps(baseline))
+    check = regress_check(toy_sweep, tmp_path / "raised.json")
+    failed = {(c.cell, m.metric) for c in check.cells for m in c.metrics if m.status == "regressed"}
+    assert failed == {("toy/vanilla/r20/clean", "curve.test.accuracy")}
+    assert check.cell("toy/vanilla/r20/clean").verdict == "regressed"
+
+
+def test_the_check_sweep_trains_the_seeds_each_cell_needs(tmp_path):
+    """``bench regress sweep``'s plan from the committed baseline: its preset, protocol and
+    ratio; every method on each dataset; Colored MNIST's cells seeds 0..M-1 with check_design's
+    M, the image sets' seed 0; ``seeds`` for every cell; a dataset the baseline lacks and a
+    baseline of two presets are errors that name them."""
+    baseline = json.loads(COMMITTED.read_text())
+    requests = regress_requests(COMMITTED)
+    assert {(r.preset, r.protocol, tuple(r.ratios or ())) for r in requests} == {
+        ("ci", "clean", (5.0,))
+    }
+    seeds = {(r.datasets[0], m): tuple(r.seeds) for r in requests for m in r.methods}
+    plan = check_runs(baseline, "cmnist", METHODS.names(), DEFAULT_RUNS)
+    assert {m: s for (d, m), s in seeds.items() if d == "cmnist"} == {
+        m: tuple(range(n)) for m, n in plan.items()
+    }
+    images = {d for d, _ in seeds} - {"cmnist"}
+    assert images == {"cifar10c", "dogs_and_cats", "bar"}
+    assert all(s == (0,) for (d, _), s in seeds.items() if d in images)
+    assert len(seeds) == 4 * len(METHODS.names())
+    same = regress_requests(COMMITTED, ["cmnist"], seeds=[3, 4])
+    assert [tuple(r.seeds) for r in same] == [(3, 4)] and same[0].datasets == ["cmnist"]
+    with pytest.raises(ConfigError, match="holds no cell of celeba"):
+        regress_requests(COMMITTED, ["celeba"])
+    mixed = json.loads(json.dumps(baseline))
+    next(iter(mixed["cells"].values()))["preset"] = "quick"
+    (tmp_path / "mixed.json").write_text(json.dumps(mixed))
+    with pytest.raises(ConfigError, match="2 presets"):
+        regress_requests(tmp_path / "mixed.json")
 
 
 def test_a_drop_beyond_the_tolerance_fails_with_a_table(toy_sweep, tmp_path, capsys):
@@ -205,10 +274,15 @@ def test_check_prints_each_cell_and_explain_shows_the_computation(toy_sweep, tmp
         assert head is not None and head.allowance is not None and head.mdd is not None
         (line,) = [ln for ln in out.splitlines() if f"| {cell.cell} " in ln]
         assert f"| {head.allowance:.2f} " in line and f"| {head.mdd:.2f} " in line
+        # the sharper of the two headlines, named on the line
+        heads = [m for m in cell.metrics if m.metric in HEADLINES]
+        assert len(heads) == 2 and head.allowance == min(m.allowance or 0 for m in heads)
+        assert f"| {head.metric.split('.')[0]} " in line
     toy = sorted(check.mdd_by_dataset()["toy"])
     assert (
-        f"minimum detectable drop at 80 % power (last.test.accuracy, median (range) over "
-        f"cells, points): toy {statistics.median(toy):.1f}" in out
+        "minimum detectable drop at 80 % power (the sharper of last.test.accuracy and "
+        f"curve.test.accuracy per cell, median (range) over cells, points): toy "
+        f"{statistics.median(toy):.1f}" in out
     )
     assert _check(toy_sweep, tmp_path / "base.json", "--explain", "toy/vanilla/r20/clean") == 0
     text = capsys.readouterr().out
@@ -383,11 +457,11 @@ def test_a_baseline_without_a_count_or_a_metric_is_refused(
 
 
 def test_a_metric_the_run_measures_and_the_baseline_lacks_is_refused(toy_sweep, tmp_path, capsys):
-    """The conflicting accuracy taken out of a cell (both selections, and their counts): the
+    """The conflicting accuracy taken out of a cell (every selection, and their counts): the
     baseline looks sound on its own, but that metric of the run would go unchecked."""
     baseline = _record(toy_sweep, tmp_path / "base.json")
     cell = baseline["cells"]["toy/vanilla/r20/clean"]
-    for selection in ("last", "best_valid"):
+    for selection in ("last", "best_valid", "curve"):
         for field in ("metrics", "counts"):
             del cell[field][f"{selection}.test.conflicting_accuracy"]
     _refused(
@@ -396,7 +470,8 @@ def test_a_metric_the_run_measures_and_the_baseline_lacks_is_refused(toy_sweep, 
         capsys,
         baseline,
         "cell 'toy/vanilla/r20/clean' has no best_valid.test.conflicting_accuracy, "
-        "last.test.conflicting_accuracy, which run toy_vanilla_r20_s0_",
+        "curve.test.conflicting_accuracy, last.test.conflicting_accuracy, which run "
+        "toy_vanilla_r20_s0_",
     )
 
 
@@ -421,19 +496,22 @@ def test_a_baseline_of_another_preset_or_protocol_is_refused(toy_sweep, tmp_path
 
 # ------------------------------------------------------------------ the ci preset
 def test_ci_preset_reads_small_fixed_subsets(raw_root, data_root):
+    """Colored MNIST's ``ci`` preset: a fixed subset of 6,000 training images (the same for
+    every method), its whole test set, 1,000 validation images (the engine preset's, the same
+    ones: valid_limit, a key added late, at its default out of every run id), an evaluation
+    every 20 steps (the learning curve's mean), one thread."""
     place = DataPlace(raw_root, data_root)
     config = make_config("vanilla", "cmnist", 5, 0, preset="ci")
     _, splits = load_data(config, place)
-    assert len(splits.train) == 6000 and len(splits.test) == 1000
-    assert config.hparams["num_threads"] == 1
-    again = load_data(make_config("etf_debias", "cmnist", 5, 0, preset="ci"), place)[1]
+    assert len(splits.train) == 6000 and len(splits.test) == 10000
+    assert len(splits.valid) == 1000
+    assert config.hparams["num_threads"] == 1 and config.hparams["eval_every"] == 20
+    again = load_data(make_config("dfr", "cmnist", 5, 0, preset="ci"), place)[1]
     assert torch.equal(splits.train.indices, again.train.indices)  # same subset for all methods
-    # the check's DFR and DeNetDM: the whole test set, the preset's 1,000 valid images, the
-    # same ones (valid_limit: a key added late, at its default out of every run id)
-    whole = {"eval_limit": None, "valid_limit": 1000}
-    _, both = load_data(make_config("dfr", "cmnist", 5, 0, preset="ci", overrides=whole), place)
-    assert len(both.test) == 10000 and len(both.valid) == 1000
-    assert torch.equal(both.valid.indices, splits.valid.indices)
+    assert torch.equal(splits.valid.indices, again.valid.indices)
+    before = {"eval_limit": 1000, "valid_limit": None}  # the preset's subsets before issue 50
+    small = make_config("vanilla", "cmnist", 5, 0, preset="ci", overrides=before)
+    assert torch.equal(load_data(small, place)[1].valid.indices, splits.valid.indices)
 
 
 def test_resized_reads_keep_labels_and_scale_the_crop(raw_root, data_root):
@@ -537,7 +615,9 @@ def test_committed_baseline_holds(ci_check):
     cells = len(json.loads((REPO / "tests" / "baselines" / "ci_preset.json").read_text())["cells"])
     assert f"{cells} baseline cells of 5-20 seed(s)" in done.stdout
     assert "0 regressed, 0 missing" in done.stdout
-    assert "minimum detectable drop at 80 % power (last.test.accuracy" in done.stdout
+    assert "minimum detectable drop at 80 % power (the sharper of last.test.accuracy and " in (
+        done.stdout
+    )
     for dataset in ("cmnist", "cifar10c", "dogs_and_cats", "bar"):  # each one's MDD
         assert re.search(rf"{dataset} \d+\.\d", done.stdout.split("minimum detectable")[1])
 
@@ -609,7 +689,7 @@ PLANTS = {
 PLAIN = ("cmnist/planted_vanilla/r5/clean", ["--methods", "planted_vanilla"])
 PLANT_GRID = ["--preset", "ci", "--protocol", "clean", "--datasets", "cmnist", "--ratios", "5"]
 # inline, in this process: 8 short runs, whose worker processes cost more than their training
-PLANT_GRID += ["--set", "eval_limit=null", "--launcher", "inline"]
+PLANT_GRID += ["--launcher", "inline"]
 #: the seeds each plant trains (the measurements of PLANTS are for 2)
 PLANT_SEEDS = (0, 1)
 
@@ -762,16 +842,9 @@ def _grid_runs(store: Path, to: Path, leave_out: str | None = None) -> Path:
 
 
 def _kernel_sweep(env: dict[str, str], out: Path, *extra: str) -> None:
-    """The kernel grid's seeds 0-2 as the check runs them: Colored MNIST on its whole test
-    set, apart."""
-    images = ",".join(d for d in KERNEL_DATASETS if d != "cmnist")
-    for datasets, seeds, more in (
-        ("cmnist", "0,1,2", ["--set", "eval_limit=null"]),
-        (images, "0,1,2", []),
-    ):
-        grid = [*KERNEL_GRID, "--datasets", datasets, *more, *extra]
-        done = _bench(env, "run", *grid, "--seeds", seeds, "--out", out)
-        assert done.returncode == 0, done.stderr[-3000:]
+    """The kernel grid's seeds 0-2 (Colored MNIST's ``ci`` preset scores its whole test set)."""
+    done = _bench(env, "run", *KERNEL_GRID, *extra, "--seeds", "0,1,2", "--out", out)
+    assert done.returncode == 0, done.stderr[-3000:]
 
 
 @pytest.mark.slow
@@ -818,8 +891,6 @@ def test_a_baseline_of_older_kernels_holds_here_and_a_planted_regression_fails(
         "vanilla",
         "--datasets",
         "cmnist",
-        "--set",
-        "eval_limit=null",
     ]
     done = _bench(
         env, "run", *grid, "--set", f"lr={lr / 100:g}", "--seeds", "0,1", "--out", planted
@@ -845,39 +916,39 @@ def _page_commands() -> tuple[list[str], list[str]]:
 
 
 @pytest.mark.realdata
-def test_the_docs_workflow_checks_2_seeds_of_the_sweep_its_baseline_records(
-    raw_root, data_root, tmp_path
-):
-    """The workflow to copy runs the page's check sweep (seeds 0-1) as written and checks it
-    against the baseline the page's recording commands write (the same sweep over seeds 0-19:
-    another preset, protocol or grid would be refused or every cell missing); every bench run
-    of the page parses (--dry-run), and the torch the runner installs is the baseline's."""
+def test_the_docs_workflow_checks_the_sweep_its_baseline_records(raw_root, data_root, tmp_path):
+    """The workflow to copy runs the page's check sweep (``bench regress sweep``: the
+    baseline's own preset, protocol and ratios) as written and checks it against the baseline
+    the page's recording commands write; every sweep of the page parses (--dry-run), the check
+    sweep trains seeds the recorded sweep holds, and the torch the runner installs is the
+    baseline's."""
     page, steps = _page_commands()
     record_run, record, check_run, check = page
-    assert (
-        record_run.replace(
-            "--seeds 0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19 ", "--seeds 0,1 "
-        ).replace("--out ci-baseline-runs", "--out ci-runs")
-        == check_run
-    ), (record_run, check_run)
+    assert record_run.startswith("bench run --preset ci --protocol clean --methods all")
+    assert "--seeds 0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19 " in record_run
     assert record == "bench regress record --out ci-baseline-runs -o ci/baseline.json"
+    assert check_run.startswith("bench regress sweep --baseline ci/baseline.json")
     assert check.startswith("bench regress check --out ci-runs --baseline ci/baseline.json")
     bench_steps = [step for step in steps if step.startswith("bench ")]
     assert bench_steps == [
         check_run,
         "bench regress check --out ci-runs --baseline ci/baseline.json",
     ]
+    (tmp_path / "ci").mkdir()
+    committed = REPO / "tests" / "baselines" / "ci_preset.json"
+    shutil.copy(committed, tmp_path / "ci" / "baseline.json")
     env = {**os.environ, "BENCH_RAW_ROOT": str(raw_root), "BENCH_DATA_ROOT": str(data_root)}
+    listed = {}
     for command in (record_run, check_run):
         done = subprocess.run(
             [*command.split(), "--dry-run"], capture_output=True, text=True, env=env, cwd=tmp_path
         )
         assert done.returncode == 0, (command, done.stderr[-2000:])
+        listed[command] = {line.split()[1] for line in done.stdout.splitlines() if line}
+    checked = {r for r in listed[check_run] if r.startswith("cmnist_")}
+    assert checked and checked <= listed[record_run]  # the same configurations, fewer seeds
     (pin,) = [step for step in steps if step.startswith('pip install "torch==')]
     version = pin.split("$(", 1)[1].split(')"', 1)[0]
-    (tmp_path / "ci").mkdir()
-    committed = REPO / "tests" / "baselines" / "ci_preset.json"
-    shutil.copy(committed, tmp_path / "ci" / "baseline.json")
     done = subprocess.run(["bash", "-c", version], capture_output=True, text=True, cwd=tmp_path)
     recorded = json.loads(committed.read_text())["environment"]["torch"]  # e.g. 2.14.1+cu130
     assert done.stdout.strip() == recorded.split("+")[0], done.stderr
