@@ -103,7 +103,7 @@ def test_bench_config_gives_a_recipe_dataset_its_recipes_ci_values(tmp_path):
     inherited = "preset ci (dataset cmnist, recipe of cdigits)"
     assert rows["train_limit"] == ["6000", inherited]
     assert rows["steps"] == ["240", inherited]
-    assert rows["eval_every"] == ["120", inherited]
+    assert rows["eval_every"] == ["20", inherited]
     assert rows["eval_limit"] == ["1000", "preset ci"]  # the engine-wide value
 
 
@@ -137,7 +137,14 @@ def test_a_subclass_overrides_one_value_of_its_base_class_preset():
         }
 
     ci = class_preset(Shorter, "ci")
-    assert ci.hparams == {"train_limit": 6000, "batch_size": 256, "steps": 120, "eval_every": 120}
+    assert ci.hparams == {
+        "train_limit": 6000,
+        "batch_size": 256,
+        "steps": 120,
+        "eval_every": 20,
+        "eval_limit": None,
+        "valid_limit": 1000,
+    }
     assert class_preset(Shorter, "smoke").hparams == {"steps": 5}
     assert class_preset(ColoredMNIST, "ci").hparams["steps"] == 240
 
