@@ -104,7 +104,8 @@ def test_bench_config_gives_a_recipe_dataset_its_recipes_ci_values(tmp_path):
     assert rows["train_limit"] == ["6000", inherited]
     assert rows["steps"] == ["240", inherited]
     assert rows["eval_every"] == ["20", inherited]
-    assert rows["eval_limit"] == ["1000", "preset ci"]  # the engine-wide value
+    assert rows["eval_limit"] == ["null", inherited]  # over the engine-wide 1000
+    assert rows["valid_limit"] == ["1000", inherited]
 
 
 def test_a_recipe_dataset_resolves_exactly_as_its_recipe_under_ci(plugin):
