@@ -9,7 +9,7 @@ Cells of the datasets in :data:`DESIGNED` get the seeds ``0..M-1``,
 datasets' cells seed 0, which is all the CI budget gives runs that long. ``seeds`` gives every
 cell the same seeds instead. All of it is one plan in one launcher: the 2 workers of CI stay
 busy across datasets and seed counts, where a ``bench run`` per seed count paid each start-up
-and each tail on an idle worker (docs/regression.md, "CI seconds").
+and each tail on an idle worker (docs/regression.md, "The learning curve's mean").
 """
 
 from __future__ import annotations
