@@ -58,15 +58,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import sklearn
 import torch
 import torch.nn.functional as F
-from sklearn.linear_model import LogisticRegression
-from sklearn.multiclass import OneVsRestClassifier
-from sklearn.preprocessing import StandardScaler
 from torch import nn
 
 from debias_bench.config.hparams import EngineParams
@@ -83,9 +79,11 @@ from .biased import train_model
 from .common import make_classifier
 from .declared.dfr import DFRParams
 
+if TYPE_CHECKING:
+    from sklearn.preprocessing import StandardScaler
+
 #: ``C_OPTIONS`` of dfr_evaluate_spurious.py
 C_OPTIONS = (1.0, 0.7, 0.3, 0.1, 0.07, 0.03, 0.01)
-_SKLEARN_18 = tuple(int(p) for p in sklearn.__version__.split(".")[:2]) >= (1, 8)
 
 
 def erm_config(config: RunConfig) -> RunConfig:
@@ -128,10 +126,23 @@ def balanced_rows(groups: np.ndarray, draws: np.random.Generator) -> np.ndarray:
     )
 
 
+def _scaler(x: np.ndarray) -> StandardScaler:
+    """A ``StandardScaler`` fitted on ``x``."""
+    from sklearn.preprocessing import StandardScaler
+
+    return StandardScaler().fit(x)
+
+
 def _fit(x: np.ndarray, y: np.ndarray, c: float, penalty: str, classes: int) -> tuple[Any, Any]:
     """L1/L2 logistic regression (liblinear, one-vs-rest for > 2 classes): ``(coef, intercept)``
-    of shapes ``(K', d), (K',)`` with ``K'`` = 1 for two classes."""
-    if _SKLEARN_18:
+    of shapes ``(K', d), (K',)`` with ``K'`` = 1 for two classes. scikit-learn is imported
+    here and in :func:`_scaler`, not with the module: reading a run store imports every
+    method's module (its code hash), and scikit-learn takes seconds to import."""
+    import sklearn
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.multiclass import OneVsRestClassifier
+
+    if tuple(int(p) for p in sklearn.__version__.split(".")[:2]) >= (1, 8):
         model = LogisticRegression(
             C=c, l1_ratio=1.0 if penalty == "l1" else 0.0, solver="liblinear", random_state=0
         )
@@ -248,7 +259,7 @@ class DFR(Method):
         groups = group_of(half.labels, half.biases, self.spec.num_biases).numpy()
         draws = rng(self.env.seed, "dfr.balance")
         c, tuned = self.tune(x, y, groups, draws)
-        coef, intercept = self.retrain(x, y, groups, c, StandardScaler().fit(x_train), draws)
+        coef, intercept = self.retrain(x, y, groups, c, _scaler(x_train), draws)
         self.set_head(coef, intercept)
         smallest = min(int((groups == g).sum()) for g in np.unique(groups))
         self.notes.facts = {
@@ -269,7 +280,7 @@ class DFR(Method):
         order = draws.permutation(len(y))
         score, fit = order[: len(y) // 2], order[len(y) // 2 :]
         fit = fit[balanced_rows(groups[fit], draws)]
-        scaler = StandardScaler().fit(x[fit])
+        scaler = _scaler(x[fit])
         x_fit, x_score = scaler.transform(x[fit]), scaler.transform(x[score])
         best_c, best = C_OPTIONS[0], -1.0
         for c in C_OPTIONS:

@@ -115,6 +115,14 @@ def take(images: ArrayLike, rows: torch.Tensor) -> torch.Tensor:
     return torch.from_numpy(out)
 
 
+def take_range(images: ArrayLike, start: int, stop: int) -> torch.Tensor:
+    """Rows ``start..stop-1`` as a tensor of their own, as :func:`take` gives them: a slice
+    read in one piece (evaluation's sequential batches need no gather)."""
+    if isinstance(images, torch.Tensor):
+        return images[start:stop].clone()
+    return torch.from_numpy(np.array(images[start:stop]))
+
+
 def to_float(images: torch.Tensor, spec: DatasetSpec) -> torch.Tensor:
     """uint8 ``N x H x W x C`` -> float ``N x C x H x W`` in [0, 1], then normalised."""
     return _normalise(images.permute(0, 3, 1, 2), spec)
@@ -305,10 +313,11 @@ def eval_batches(
 ) -> Iterator[Batch]:
     """Sequential, unaugmented batches for evaluation."""
     for start in range(0, len(split), batch_size):
-        rows = torch.arange(start, min(start + batch_size, len(split)))
+        stop = min(start + batch_size, len(split))
+        rows = torch.arange(start, stop)
         yield Batch(
             index=rows.to(device),
-            x=to_float(take(split.images, rows).to(device), spec),
+            x=to_float(take_range(split.images, start, stop).to(device), spec),
             y=split.labels[rows].to(device),
             b=split.biases[rows].to(device),
         )

@@ -42,6 +42,16 @@ def _one(values: set[Any], what: str, path: str) -> Any:
     return next(iter(values))
 
 
+def check_seeds(
+    recorded: dict[str, Any], dataset: str, methods: Sequence[str]
+) -> dict[str, tuple[int, ...]]:
+    """Per method of ``methods``, the seeds the check of ``recorded`` trains on ``dataset``."""
+    if dataset in DESIGNED:
+        plan = check_runs(recorded, dataset, list(methods), DEFAULT_RUNS)
+        return {m: tuple(range(n)) for m, n in plan.items()}
+    return dict.fromkeys(methods, (0,))
+
+
 def regress_requests(
     baseline: str | Path,
     datasets: Sequence[str] | None = None,
@@ -68,11 +78,8 @@ def regress_requests(
         ratios = sorted({float(c["ratio"]) for c in cells if c["dataset"] == dataset})
         if seeds is not None:
             runs = dict.fromkeys(methods, tuple(seeds))
-        elif dataset in DESIGNED:
-            plan = check_runs(recorded, dataset, methods, DEFAULT_RUNS)
-            runs = {m: tuple(range(n)) for m, n in plan.items()}
         else:
-            runs = dict.fromkeys(methods, (0,))
+            runs = check_seeds(recorded, dataset, methods)
         for group in sorted(set(runs.values())):
             requests.append(
                 GridRequest(

@@ -5,17 +5,19 @@ from __future__ import annotations
 
 import copy
 import math
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
 from sklearn.linear_model import LogisticRegression
+from sklearn.multiclass import OneVsRestClassifier
 from sklearn.preprocessing import StandardScaler
 from support.methods_helpers import CPU, toy_batch
 
 from debias_bench.config.run_config import make_config, resolve_hparams
-from debias_bench.methods import dfr as dfr_module
 from debias_bench.methods.denetdm import DeNetDM, Experts, distillation_loss
 from debias_bench.methods.dfr import DFR, balanced_rows, erm_config, valid_halves
 from debias_bench.methods.ema import SampleLossEMA
@@ -253,7 +255,7 @@ def test_dfr_head_predicts_as_the_averaged_standardised_regressions():
     coef, intercept = method.retrain(x, y, groups, 0.3, scaler, np.random.default_rng(5))
     rows = balanced_rows(groups, np.random.default_rng(5))
     ref = LogisticRegression(C=0.3, l1_ratio=1.0, solver="liblinear", random_state=0)
-    ovr = dfr_module.OneVsRestClassifier(ref).fit(scaler.transform(x[rows]), y[rows])
+    ovr = OneVsRestClassifier(ref).fit(scaler.transform(x[rows]), y[rows])
     ours = (x @ coef.T + intercept).argmax(1)
     assert (ours == ovr.predict(scaler.transform(x))).all()
 
@@ -335,3 +337,12 @@ def test_each_beats_vanilla_on_real_colored_mnist(tmp_path, raw_root, data_root)
         result, ours = conflicting(method)
         assert ours > vanilla + 5, (method, ours, vanilla)
     assert result["method_record"]["erm"] == "reused"  # DFR on the Vanilla run above
+
+
+def test_dfr_imports_scikit_learn_only_to_fit():
+    """Reading a run store imports every method's module (its code hash): DFR's leaves
+    scikit-learn, seconds to import, to its last-layer fit."""
+    code = "import sys, debias_bench.methods.dfr; print('sklearn' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "False"
