@@ -6,6 +6,7 @@ a signal that stops them (:func:`signal_label`)."""
 from __future__ import annotations
 
 import signal
+import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any
@@ -70,6 +71,10 @@ class Launcher(ABC):
     @abstractmethod
     def stop(self) -> None:
         """Ask the active runs to checkpoint and stop (fail-fast, or a signal to the sweep)."""
+
+    def wait(self, timeout_s: float) -> None:
+        """Block until a run may have ended, at most ``timeout_s`` (this default: sleep)."""
+        time.sleep(timeout_s)
 
     def parallelism(self) -> int:
         """How many runs execute at once (the sweep's start line says so)."""

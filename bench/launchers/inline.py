@@ -190,7 +190,9 @@ class InlineLauncher(Launchable):
         return ended
 
     def active(self) -> dict[str, str]:
-        return {}
+        """The runs that ran inside :meth:`start` and whose outcome :meth:`poll` has not
+        handed over yet (the sweep is busy until it has)."""
+        return {ended.task.run_id: RunState.RUNNING.value for ended in self.ended}
 
     def stop(self) -> None: ...
 

@@ -10,8 +10,10 @@ Workers are warm (forked from a server that has imported torch and the plugins o
 
 from __future__ import annotations
 
+import multiprocessing.connection
 import os
 import sys
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -161,6 +163,15 @@ class LocalLauncher(Launchable):
                 self.pool.release(active.slot)
                 del self.running[run_id]
         return ended
+
+    def wait(self, timeout_s: float) -> None:
+        """Until a warm worker exits (its slot then takes the next run at once, not at the
+        next poll), at most ``timeout_s``."""
+        handles = [h for a in self.running.values() if (h := a.worker.exit_handle) is not None]
+        if handles:
+            multiprocessing.connection.wait(handles, timeout_s)
+        else:
+            time.sleep(timeout_s)
 
     def active(self) -> dict[str, str]:
         return dict.fromkeys(self.running, RunState.RUNNING.value)

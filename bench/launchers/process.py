@@ -56,6 +56,8 @@ def _server_death(pid: int | None) -> str | None:
 #: what ``multiprocessing`` reports as the exit code of a process whose fork server died
 #: before it could pass the real one on
 SERVER_LOST = 255
+#: how long a ``SERVER_LOST`` code waits for the server's death to be readable
+SERVER_WAIT_S = 2.0
 
 
 class _Forked:
@@ -81,6 +83,7 @@ class _Forked:
         )
         #: how the warm server died while this worker ran; None if it did not
         self.server_died: str | None = None
+        self._lost_at: float | None = None  # when SERVER_LOST was first read
         self._pidfd: int | None = None
         with contextlib.suppress(AttributeError, OSError):  # Linux >= 5.3; gone already
             self._pidfd = os.pidfd_open(self.pid)
@@ -106,6 +109,8 @@ class _Forked:
         code = self.process.exitcode
         if code == SERVER_LOST and self.server_died is None:
             self.server_died = _server_death(self.server_pid)
+            if self.server_died is None and self._server_may_be_ending():
+                return None
         if code is None or (self.server_died is not None and self._orphan_alive()):
             return None
         if self in _Forked.live:
@@ -115,6 +120,15 @@ class _Forked:
                 os.close(self._pidfd)
                 self._pidfd = None
         return code
+
+    def _server_may_be_ending(self) -> bool:
+        """Whether a ``SERVER_LOST`` exit code may still turn out to be the server's death:
+        the server closes its pipe to this process before its own exit can be read
+        (``waitid``), so for :data:`SERVER_WAIT_S` the code is taken for a dying server's,
+        and after that for the worker's own exit code 255."""
+        if self._lost_at is None:
+            self._lost_at = time.monotonic()
+        return time.monotonic() - self._lost_at < SERVER_WAIT_S
 
     def wait(self) -> int:
         while (code := self.poll()) is None:
@@ -203,6 +217,15 @@ class WorkerProcess:
     def server_died(self) -> str | None:
         """How the warm server of this worker died while it ran (None: it did not)."""
         return getattr(self.proc, "server_died", None)
+
+    @property
+    def exit_handle(self) -> int | None:
+        """A handle ``multiprocessing.connection.wait`` finds ready once the worker has
+        exited: a warm worker's sentinel (None for a cold one, or once its server died: its
+        exit is then watched through its pidfd)."""
+        if not self.warm or self.server_died is not None or self.proc.process.exitcode is not None:
+            return None  # (a known exit code: waiting on its sentinel would not wait)
+        return int(self.proc.process.sentinel)
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started

@@ -165,9 +165,9 @@ class SweepLoop:
             stop_signal = getattr(self.launcher, "stop_signal", None)
             if (should_stop() or stop_signal) and not self.halted and self.stop(stop_signal):
                 break  # detached: the launcher's runs go on without the sweep
-            self.fill_free_slots()
             for ended in self.launcher.poll():
                 self.collect(ended)
+            self.fill_free_slots()  # a slot freed by this poll takes its next run at once
             self.watch()
             self.report()
             self.pause()
@@ -180,7 +180,7 @@ class SweepLoop:
         """Wait before the next round: longer when nothing runs and nothing can start."""
         if self.busy():
             idle = not self.launcher.active() and (self.halted or not self.queue)
-            time.sleep(max(self.launcher.poll_interval_s, 0.5 if idle else 0.0))
+            self.launcher.wait(max(self.launcher.poll_interval_s, 0.5 if idle else 0.0))
 
     # ---------------------------------------------------------------- deciding
     def decide(self, run_id: str, retry_failed: bool | None = None) -> Decision:

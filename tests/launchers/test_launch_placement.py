@@ -102,6 +102,7 @@ class _FakeWorker:
     """Stands in for WorkerProcess: records its environment; ends after a few polls."""
 
     server_died: str | None = None  # a cold worker: no warm server to lose
+    exit_handle: int | None = None  # nothing to wait on: the sweep polls it
     live: ClassVar[Counter] = Counter()
     peak: ClassVar[Counter] = Counter()
     seen: ClassVar[list] = []
