@@ -150,8 +150,15 @@ def _runs(
             "run_id": run_id,
             "metrics": metrics,
             "counts": counts,  # test images behind each metric
+            "data": _fingerprint(first),
         }
     return dict(sorted(runs.items())), unfinished
+
+
+def _fingerprint(row: Any) -> str | None:
+    """The fingerprint of the prepared data a run trained on (None where it recorded none)."""
+    value = getattr(row, "data_fingerprint", None)
+    return value if isinstance(value, str) and value else None
 
 
 def by_cell(runs: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -182,6 +189,8 @@ def by_cell(runs: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
             )
         cell["seeds"].append(run["seed"])
         cell["run_ids"].append(run.get("run_id"))
+        if run.get("data"):
+            cell.setdefault("_data", set()).add(run["data"])
         for name, value in run["metrics"].items():
             cell["_lists"].setdefault(name, []).append(value)
         for name, n in run["counts"].items():
@@ -192,6 +201,8 @@ def by_cell(runs: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
                     hint="keep one data build per run store (--out)",
                 )
     for cell in cells.values():
+        if data := cell.pop("_data", None):  # the prepared data's fingerprints, to compare
+            cell["data"] = sorted(data)
         lists = cell.pop("_lists")
         cell["metrics"] = {k: v for k, v in lists.items() if len(v) == len(cell["seeds"])}
         cell["counts"] = {k: n for k, n in cell["counts"].items() if k in cell["metrics"]}
@@ -376,6 +387,11 @@ def _cell_problems(key: str, cell: Any, version: int) -> list[str]:
             problems.append(f"cell {key!r}: counts.{name} without a metric {name}")
         elif isinstance(n, bool) or not isinstance(n, int) or n <= 0:
             problems.append(f"cell {key!r}: counts.{name} is {n!r}, not a whole number > 0")
+    data = cell.get("data")
+    if data is not None and (
+        not isinstance(data, list) or not data or not all(isinstance(d, str) for d in data)
+    ):
+        problems.append(f"cell {key!r}: data is {data!r}, not a list of data fingerprints")
     if seeds is not None and "kernels" in cell:
         problems += [f"cell {key!r}: {p}" for p in _kernel_problems(cell, seeds)]
     return problems

@@ -247,6 +247,26 @@ def _notes(
     return notes
 
 
+def _data_notes(baseline: dict[str, Any], cells: dict[str, dict[str, Any]], name: str) -> list[str]:
+    """One note per dataset whose new runs trained on other prepared data than the baseline's
+    runs (their data fingerprints differ; a baseline recorded without them says nothing)."""
+    other: dict[str, tuple[set[str], set[str]]] = {}
+    for key, base in baseline["cells"].items():
+        now = cells.get(key, {}).get("data")
+        if base.get("data") and now and not set(now) <= set(base["data"]):
+            recorded, here = other.setdefault(base["dataset"], (set(), set()))
+            recorded.update(base["data"])
+            here.update(now)
+    return [
+        f"{dataset}: the new runs trained on other prepared data than {name}'s runs (data "
+        f"fingerprint {', '.join(sorted(here))} here, {', '.join(sorted(recorded))} there): "
+        "another raw release, or another image decoder (Pillow) that decodes other pixels; "
+        "their numbers move as another seed's would. Prepare the data as the baseline did, "
+        "or record the baseline on this data"
+        for dataset, (recorded, here) in sorted(other.items())
+    ]
+
+
 def _without_curve(
     baseline: dict[str, Any], cells: dict[str, dict[str, Any]]
 ) -> tuple[dict[str, dict[str, Any]], bool]:
@@ -341,6 +361,7 @@ def compare(
             f"{baseline_name} predates the learning curve's mean ({CURVE}.*): those metrics "
             f"are not checked; {rerecord} to check them"
         )
+    notes += _data_notes(baseline, cells, baseline_name)
     notes += _notes(baseline, recounted, uncounted, baseline_name)
     sizes = [len(cell["seeds"]) for cell in baseline["cells"].values()]
     return Comparison(out, tolerance, notes, noise_z, (min(sizes), max(sizes)))

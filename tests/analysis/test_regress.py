@@ -366,6 +366,32 @@ def test_unfinished_runs_are_refused_unless_allowed(toy_sweep, tmp_path):
         record(out, allow_unfinished=True)
 
 
+def test_runs_on_other_prepared_data_are_named_in_a_note(toy_sweep, tmp_path):
+    """The baseline keeps the fingerprint of the prepared data each cell's runs trained on;
+    new runs on other data (another raw release, another Pillow decoding other pixels) are
+    checked as usual, with one note per dataset naming both fingerprints. A baseline
+    recorded without fingerprints says nothing; a malformed one is refused."""
+    baseline = _record(toy_sweep, tmp_path / "base.json")
+    (here,) = {d for cell in baseline["cells"].values() for d in cell["data"]}
+    assert not any(
+        "other prepared data" in n for n in regress_check(toy_sweep, tmp_path / "base.json").notes
+    )
+    for cell in baseline["cells"].values():
+        cell["data"] = ["0123456789abcdef"]
+    (tmp_path / "other.json").write_text(json.dumps(baseline))
+    notes = [n for n in regress_check(toy_sweep, tmp_path / "other.json").notes if "prepared" in n]
+    assert len(notes) == 1 and notes[0].startswith("toy: the new runs trained on other prepared")
+    assert f"fingerprint {here} here, 0123456789abcdef there" in notes[0]
+    for cell in baseline["cells"].values():
+        del cell["data"]
+    (tmp_path / "older.json").write_text(json.dumps(baseline))
+    assert not any("prepared" in n for n in regress_check(toy_sweep, tmp_path / "older.json").notes)
+    baseline["cells"]["toy/vanilla/r20/clean"]["data"] = "0123"
+    (tmp_path / "bad.json").write_text(json.dumps(baseline))
+    with pytest.raises(BenchError, match="data is '0123', not a list of data fingerprints"):
+        load_baseline(tmp_path / "bad.json")
+
+
 def test_bad_baselines_are_named(toy_sweep, tmp_path):
     with pytest.raises(BenchError, match=r"no baseline at .*nope\.json"):
         load_baseline(tmp_path / "nope.json")
