@@ -387,9 +387,13 @@ def _cell_problems(key: str, cell: Any, version: int) -> list[str]:
             problems.append(f"cell {key!r}: counts.{name} without a metric {name}")
         elif isinstance(n, bool) or not isinstance(n, int) or n <= 0:
             problems.append(f"cell {key!r}: counts.{name} is {n!r}, not a whole number > 0")
-    data = cell.get("data")
-    if data is not None and (
-        not isinstance(data, list) or not data or not all(isinstance(d, str) for d in data)
+    data = cell.get("data")  # a run's fingerprint (format 1), a cell's list of them (2)
+    if version == 1 and data is not None and not isinstance(data, str):
+        problems.append(f"cell {key!r}: data is {data!r}, not a data fingerprint")
+    if (
+        version == 2
+        and data is not None
+        and (not isinstance(data, list) or not data or not all(isinstance(d, str) for d in data))
     ):
         problems.append(f"cell {key!r}: data is {data!r}, not a list of data fingerprints")
     if seeds is not None and "kernels" in cell:
