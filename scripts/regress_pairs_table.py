@@ -39,7 +39,7 @@ from statistics import median
 from typing import Any
 
 from debias_bench.analysis.baseline import sweep_cells
-from debias_bench.analysis.check_design import HEADLINES, check_runs
+from debias_bench.analysis.check_design import HEADLINES, check_runs, headline_rule
 from debias_bench.analysis.regress_rule import Allowance
 from debias_bench.analysis.regression import compare, kernel_diffs
 from debias_bench.registry import DATASETS, METHODS
@@ -144,21 +144,6 @@ def per_cell(cells: dict[str, Cell], more: dict[str, int]) -> None:
 DATASETS_SHOWN = ("cmnist", "cifar10c", "dogs_and_cats", "bar")
 
 
-def headline(cell: Cell, m: int) -> Allowance:
-    """The sharper (smaller allowance) of ``cell``'s headlines for a check of seeds 0..m-1."""
-    rules = [
-        Allowance(
-            tuple(v := cell["metrics"][metric]),
-            m,
-            cell["counts"][metric],
-            kernels=kernel_diffs(cell, metric),
-            own=tuple(v[:m]),
-        )
-        for metric in HEADLINES
-    ]
-    return min(rules, key=lambda r: r.allowed)
-
-
 def by_dataset(record: dict[str, Any]) -> None:
     """Per dataset: the headline allowance and MDD of its cells at the runs the check trains
     (``check_runs`` on Colored MNIST, one seed on the image sets, as ``bench regress sweep``).
@@ -171,7 +156,7 @@ def by_dataset(record: dict[str, Any]) -> None:
         name = DATASETS.entry(dataset).display_name
         cells = [c for c in record["cells"].values() if c["dataset"] == dataset]
         plan = check_seeds(record, dataset, [c["method"] for c in cells])
-        rules = [headline(c, len(plan[c["method"]])) for c in cells]
+        rules = [headline_rule(c, len(plan[c["method"]])) for c in cells]
         allowed = [r.allowed for r in rules]
         runs = sorted({len(seeds) for seeds in plan.values()})
         span = f"{runs[0]}" if len(runs) == 1 else f"{runs[0]}-{runs[-1]}"

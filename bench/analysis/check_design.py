@@ -37,8 +37,9 @@ MOST = 8
 HEADLINES = ("last.test.accuracy", "curve.test.accuracy")
 
 
-def allowance(cell: dict[str, Any], runs: int) -> float:
-    """The sharper headline allowance of ``cell`` for a check of its first ``runs`` seeds."""
+def headline_rule(cell: dict[str, Any], runs: int) -> Allowance:
+    """The rule of the sharper (the smaller allowance) of ``cell``'s headlines, for a check
+    of its first ``runs`` seeds."""
     rules = []
     for metric in (m for m in HEADLINES if m in cell["metrics"]):
         values = cell["metrics"][metric]
@@ -50,9 +51,14 @@ def allowance(cell: dict[str, Any], runs: int) -> float:
                 cell["counts"][metric],
                 kernels=kernel_diffs(cell, metric),
                 own=own,
-            ).allowed
+            )
         )
-    return min(rules)
+    return min(rules, key=lambda rule: rule.allowed)
+
+
+def allowance(cell: dict[str, Any], runs: int) -> float:
+    """The sharper headline allowance of ``cell`` for a check of its first ``runs`` seeds."""
+    return headline_rule(cell, runs).allowed
 
 
 def check_runs(

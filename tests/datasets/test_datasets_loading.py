@@ -1,12 +1,23 @@
-"""The batch path: batch-wise crop/flip equals a per-sample crop; memmap and tensor agree."""
+"""The batch path: batch-wise crop/flip equals a per-sample crop; memmap and tensor agree;
+evaluation reads each batch as one slice (``take_range``), the rows ``take`` gathers."""
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 import torch.nn.functional as F
 
-from debias_bench.data.contract import Split, TrainStream, epoch_generator, random_crop_flip
+from debias_bench.data.contract import (
+    Split,
+    TrainStream,
+    epoch_generator,
+    eval_batches,
+    random_crop_flip,
+    take,
+    take_range,
+    to_float,
+)
 from debias_bench.data.spec import DatasetSpec, SplitArrays
 from debias_bench.data.split_loading import load_split
 from debias_bench.data.split_store import save_split, split_digest
@@ -28,8 +39,9 @@ def test_batch_crop_flip_matches_a_per_sample_crop():
     assert mirrored.any() and (~mirrored).any() and len(set(oy.tolist())) > 1
 
 
-def test_memmap_and_in_memory_splits_give_identical_batches(tmp_path):
-    spec = DatasetSpec(
+def _spec(**extra) -> DatasetSpec:
+    """A small 3-channel spec with normalisation (``extra``: crop and flip)."""
+    return DatasetSpec(
         name="t",
         num_classes=2,
         num_biases=2,
@@ -40,9 +52,12 @@ def test_memmap_and_in_memory_splits_give_identical_batches(tmp_path):
         test_kind="conflicting",
         mean=(0.5, 0.5, 0.5),
         std=(0.25, 0.25, 0.25),
-        crop_padding=1,
-        hflip=True,
+        **extra,
     )
+
+
+def test_memmap_and_in_memory_splits_give_identical_batches(tmp_path):
+    spec = _spec(crop_padding=1, hflip=True)
     rng = np.random.default_rng(0)
     images = torch.from_numpy(rng.integers(0, 255, (50, 8, 8, 3), dtype=np.uint8))
     labels = torch.arange(50) % 2
@@ -91,3 +106,34 @@ def test_uint8_crop_pads_black_and_leaves_the_input_alone():
     assert torch.equal(images, before)
     flipped = crop_flip_nhwc(images, 0, True, epoch_generator(0, 0))
     assert torch.equal(images, before) and torch.equal(flipped, images)
+
+
+@pytest.fixture(params=["tensor", "memmap"])
+def images(request, tmp_path):
+    data = np.random.default_rng(0).integers(0, 256, (23, 8, 8, 3), dtype=np.uint8)
+    if request.param == "tensor":
+        return torch.from_numpy(data.copy())
+    np.save(tmp_path / "images.npy", data)
+    return np.load(tmp_path / "images.npy", mmap_mode="r")
+
+
+def test_a_range_is_the_rows_take_gathers(images):
+    """From a tensor and a memmap alike; each range the caller's own (writing to it leaves
+    the split untouched)."""
+    for start, stop in [(0, 10), (10, 20), (20, 23), (5, 5)]:
+        got = take_range(images, start, stop)
+        assert torch.equal(got, take(images, torch.arange(start, stop)))
+        got.fill_(0)
+        assert torch.equal(take_range(images, start, stop), take(images, torch.arange(start, stop)))
+    assert int(take_range(images, 0, len(images)).sum()) > 0
+
+
+def test_evaluation_batches_cover_the_split_in_order(images):
+    n = len(images)
+    split = Split(images, torch.arange(n) % 2, torch.arange(n) % 2)
+    spec = _spec()
+    batches = list(eval_batches(split, spec, 10, torch.device("cpu")))
+    assert [len(b.x) for b in batches] == [10, 10, 3]
+    assert torch.equal(torch.cat([b.index for b in batches]), torch.arange(n))
+    whole = to_float(take(images, torch.arange(n)), spec)
+    assert torch.equal(torch.cat([b.x for b in batches]), whole)
