@@ -39,13 +39,9 @@ workers=(--launcher local --workers "${BENCH_REGRESS_WORKERS:-2}")
 if [ "$verb" = check ]; then
   seeds=()
   [ -n "${BENCH_REGRESS_CMNIST_CHECK_SEEDS:-}" ] && seeds=(--seeds "$BENCH_REGRESS_CMNIST_CHECK_SEEDS")
-  status=0
-  bench regress sweep --baseline "$baseline" --out "$out" --datasets "$datasets" "${seeds[@]}" \
-    "${workers[@]}" </dev/null || status=$?
-  [ "$status" = 2 ] && exit 2  # a usage or configuration error: nothing to check
-  # a failed run is a missing cell there: the check names it and fails
-  exec bench regress check --out "$out" --baseline "$baseline" \
-    --tolerance "${BENCH_REGRESS_TOLERANCE:-1.0}"
+  # the runs, then the check in the same process (a failed run is a missing cell there)
+  exec bench regress sweep --baseline "$baseline" --out "$out" --datasets "$datasets" \
+    "${seeds[@]}" "${workers[@]}" --check --tolerance "${BENCH_REGRESS_TOLERANCE:-1.0}" </dev/null
 fi
 
 # record: every method, Colored MNIST's seeds apart (more of them), then the image sets

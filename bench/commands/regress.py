@@ -27,6 +27,7 @@ import sys
 
 from tabulate import tabulate
 
+from debias_bench.analysis.check_design import TARGET
 from debias_bench.analysis.regression import DEFAULT_NOISE_Z, DEFAULT_TOLERANCE
 from debias_bench.commands.flags import number
 from debias_bench.session.regress import (
@@ -167,10 +168,10 @@ def cmd_record(args: argparse.Namespace) -> int:
 
 def cmd_check(args: argparse.Namespace) -> int:
     check = regress_check(args.out, args.baseline, tolerance=args.tolerance, noise_z=args.noise_z)
-    if args.explain:
+    if getattr(args, "explain", None):
         print(check.explain(args.explain))
         return 1 if check.cell(args.explain).verdict in ("regressed", "missing") else 0
-    print(render(check, show_all=args.all))
+    print(render(check, show_all=getattr(args, "all", False)))
     if check.failed:
         print(
             f"regression: {len(check.failed)} cell(s) worse than {args.baseline} allows",
@@ -188,7 +189,12 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         seeds=ints(args.seeds) if args.seeds else None,
         dry_run=args.dry_run,
     )
-    return 0 if args.dry_run else printed(done)
+    if args.dry_run:
+        return 0
+    code = printed(done)
+    if not args.check or done.signal is not None or done.detached:
+        return code  # stopped: the runs are not all there to check
+    return cmd_check(args)  # a failed run is a missing cell there: the check names it
 
 
 def cmd_kernels(args: argparse.Namespace) -> int:
@@ -198,6 +204,23 @@ def cmd_kernels(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     return 0
+
+
+def allowance_args(parser: argparse.ArgumentParser) -> None:
+    """The flags of a check's allowance (``check``, and ``sweep --check``)."""
+    parser.add_argument(
+        "--tolerance",
+        type=number("float", 0, 100),
+        default=DEFAULT_TOLERANCE,
+        help="allowed drop in accuracy points, at least (default %(default)s)",
+    )
+    parser.add_argument(
+        "--noise-z",
+        type=number("float", 0, 100),
+        default=DEFAULT_NOISE_Z,
+        help="or this many standard deviations of the metric's spread over the baseline's "
+        "seeds and its test images, if larger (default %(default)s; 0: the tolerance only)",
+    )
 
 
 def add(sub: argparse._SubParsersAction) -> None:
@@ -226,11 +249,18 @@ def add(sub: argparse._SubParsersAction) -> None:
     sweep.add_argument(
         "--seeds",
         help="these seeds for every cell (default: Colored MNIST's cells the fewest seeds that "
-        "bring their allowance under 3.5 points, the image sets' seed 0)",
+        f"bring their allowance under {TARGET:g} points, the image sets' seed 0)",
     )
     sweep.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
     data_args(sweep)
     sweep.add_argument("--dry-run", action="store_true", help="list the runs and exit")
+    sweep.add_argument(
+        "--check",
+        action="store_true",
+        help="then check the runs against the baseline, as bench regress check does (in this "
+        "process: no second start-up)",
+    )
+    allowance_args(sweep)
     execution_args(sweep)
     sweep.set_defaults(func=cmd_sweep)
 
@@ -250,19 +280,7 @@ def add(sub: argparse._SubParsersAction) -> None:
     check = verbs.add_parser("check", help="compare a sweep with a baseline (exit 1 if worse)")
     check.add_argument("--out", required=True, help="run store of the new sweep")
     check.add_argument("--baseline", required=True, help="baseline JSON (bench regress record)")
-    check.add_argument(
-        "--tolerance",
-        type=number("float", 0, 100),
-        default=DEFAULT_TOLERANCE,
-        help="allowed drop in accuracy points, at least (default %(default)s)",
-    )
-    check.add_argument(
-        "--noise-z",
-        type=number("float", 0, 100),
-        default=DEFAULT_NOISE_Z,
-        help="or this many standard deviations of the metric's spread over the baseline's "
-        "seeds and its test images, if larger (default %(default)s; 0: the tolerance only)",
-    )
+    allowance_args(check)
     check.add_argument("--all", action="store_true", help="list unchanged metrics too")
     check.add_argument(
         "--explain",

@@ -62,6 +62,14 @@ def _pct(correct: torch.Tensor) -> float | None:
     return float(correct.float().mean() * 100.0) if len(correct) else None
 
 
+def _pcts(hits: torch.Tensor, counts: torch.Tensor) -> list[float | None]:
+    """Per bin, ``hits / counts`` in percent, as :func:`_pct` gives it for that bin's images
+    (the float32 mean of 0/1 values is the exact count over n, rounded once): None where a
+    bin is empty."""
+    pct = hits.float() / counts.clamp(min=1).float() * 100.0
+    return [float(p) if n else None for p, n in zip(pct.tolist(), counts.tolist(), strict=True)]
+
+
 def accuracy_metrics(
     preds: torch.Tensor,
     labels: torch.Tensor,
@@ -72,17 +80,24 @@ def accuracy_metrics(
     """Accuracy overall, on bias-aligned (bias == label) and bias-conflicting samples, per
     class, per (class, bias) group, and the mean over non-empty groups (LfF's unbiased metric);
     the worst class and the class-difference criterion (:mod:`debias_bench.config.selection`)
-    read class labels only."""
+    read class labels only. Groups and classes are counted in one pass each (``bincount``)."""
     correct = preds == labels
     aligned = labels == biases
-    members = [
-        [(labels == c) & (biases == b) for b in range(num_biases)] for c in range(num_classes)
-    ]
-    group = [[_pct(correct[m]) for m in row] for row in members]
-    counts = [[int(m.sum()) for m in row] for row in members]
+    known = (labels >= 0) & (labels < num_classes)  # an image outside them is in no group
+    grouped = known & (biases >= 0) & (biases < num_biases)
+    cells = num_classes * num_biases
+    groups = (labels * num_biases + biases)[grouped]
+    in_group = torch.bincount(groups, minlength=cells)
+    flat = _pcts(torch.bincount(groups[correct[grouped]], minlength=cells), in_group)
+    group = [flat[c * num_biases : (c + 1) * num_biases] for c in range(num_classes)]
+    counts = in_group.view(num_classes, num_biases).tolist()
     filled = [acc for row in group for acc in row if acc is not None]
     worst, worst_at, n_worst = worst_group(group, counts)
-    per_class = [_pct(correct[labels == c]) for c in range(num_classes)]
+    classes = labels[known]
+    per_class = _pcts(
+        torch.bincount(classes[correct[known]], minlength=num_classes),
+        torch.bincount(classes, minlength=num_classes),
+    )
     present = [acc for acc in per_class if acc is not None]
     return {
         "accuracy": _pct(correct),

@@ -167,7 +167,7 @@ def test_kernels_refuses_runs_of_another_configuration_and_bad_kernel_fields(toy
 
 
 def test_the_check_design_gives_each_cell_the_fewest_runs_under_the_target():
-    """check_design.check_runs: a calm cell (pairs within 0.1 point) is under 3.5 points with
+    """check_design.check_runs: a calm cell (pairs within 0.1 point) is under the target with
     one run; a cell whose seed moves by about 0.9 point under other kernels gets the fewest
     runs that bring it under; a chaotic one (a seed moves by 6) and a method without a cell
     get the default."""

@@ -7,6 +7,7 @@ import math
 import os
 import re
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -128,6 +129,41 @@ def test_a_baseline_before_the_learning_curve_is_checked_with_a_note(toy_sweep, 
     failed = {(c.cell, m.metric) for c in check.cells for m in c.metrics if m.status == "regressed"}
     assert failed == {("toy/vanilla/r20/clean", "curve.test.accuracy")}
     assert check.cell("toy/vanilla/r20/clean").verdict == "regressed"
+
+
+def test_sweep_then_check_in_one_process(toy_sweep, tmp_path, monkeypatch, capsys):
+    """``bench regress sweep --check``: the sweep's summary, then the check's tables, with the
+    check's exit code (0, then 1 against a raised baseline); a sweep stopped by a signal is not
+    checked. (The plan is the toy grid's: the committed baseline's would train every method.)"""
+    import debias_bench.commands.regress as command
+    from debias_bench.session.run import run as run_grid
+
+    interrupted = []  # a signal to stop the sweep with, once set
+
+    def toy_plan(baseline, store, how=None, **_):
+        summary = run_grid(
+            ["vanilla", "etf_debias"], ["toy"], [20], (0, 1), store=store, protocol="clean",
+            overrides={"steps": 8, "eval_every": 4, "batch_size": 64}, device="cpu",
+            raw_root=str(toy_sweep.parent / "raw"),
+        )  # fmt: skip
+        summary.signal = interrupted[0] if interrupted else None
+        return summary
+
+    monkeypatch.setattr(command, "regress_sweep", toy_plan)
+    baseline = _record(toy_sweep, tmp_path / "base.json")
+    sweep = ["regress", "sweep", "--out", str(toy_sweep), "--check"]
+    capsys.readouterr()
+    assert main([*sweep, "--baseline", str(tmp_path / "base.json")]) == 0
+    out = capsys.readouterr().out
+    assert "toy/vanilla/r20/clean" in out and "0 regressed, 0 missing" in out
+    metrics = baseline["cells"]["toy/vanilla/r20/clean"]["metrics"]
+    metrics["last.test.accuracy"] = [v + 50 for v in metrics["last.test.accuracy"]]
+    (tmp_path / "raised.json").write_text(json.dumps(baseline))
+    assert main([*sweep, "--baseline", str(tmp_path / "raised.json")]) == 1
+    assert "1 regressed" in capsys.readouterr().out
+    interrupted.append(signal.SIGINT)
+    assert main([*sweep, "--baseline", str(tmp_path / "raised.json")]) == 128 + signal.SIGINT
+    assert "regressed" not in capsys.readouterr().out
 
 
 def test_the_check_sweep_trains_the_seeds_each_cell_needs(tmp_path):
@@ -955,12 +991,10 @@ def test_the_docs_workflow_checks_the_sweep_its_baseline_records(raw_root, data_
     assert "--seeds 0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19 " in record_run
     assert record == "bench regress record --out ci-baseline-runs -o ci/baseline.json"
     assert check_run.startswith("bench regress sweep --baseline ci/baseline.json")
+    assert check_run.endswith(" --check")  # the check in the sweep's process
     assert check.startswith("bench regress check --out ci-runs --baseline ci/baseline.json")
     bench_steps = [step for step in steps if step.startswith("bench ")]
-    assert bench_steps == [
-        check_run,
-        "bench regress check --out ci-runs --baseline ci/baseline.json",
-    ]
+    assert bench_steps == [check_run]
     (tmp_path / "ci").mkdir()
     committed = REPO / "tests" / "baselines" / "ci_preset.json"
     shutil.copy(committed, tmp_path / "ci" / "baseline.json")
