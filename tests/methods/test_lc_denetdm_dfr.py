@@ -341,14 +341,8 @@ def test_each_beats_vanilla_on_real_colored_mnist(tmp_path, raw_root, data_root)
 
 def test_dfr_imports_scikit_learn_only_to_fit():
     """Reading a run store imports every method's module (its code hash): DFR's leaves
-    scikit-learn, seconds to import, to its last-layer fit; the warm workers' server imports
-    what that fit uses once, before it forks the runs."""
-    fitted = ("sklearn.linear_model", "sklearn.multiclass", "sklearn.preprocessing")
-    for module, loaded in (
-        ("debias_bench.methods.dfr", []),
-        ("debias_bench.launchers.preload", list(fitted)),
-    ):
-        code = f"import sys, {module}; print([m for m in {fitted!r} if m in sys.modules])"
-        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-        assert done.returncode == 0, done.stderr[-2000:]
-        assert done.stdout.strip() == str(loaded), module
+    scikit-learn, seconds to import, to its last-layer fit."""
+    code = "import sys, debias_bench.methods.dfr; print('sklearn' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "False"
