@@ -6,8 +6,8 @@
 #   bash scripts/ci_regress.sh record [RUNS]   # after a deliberate change; commit the JSON
 #
 # The design (docs/regression.md, "How the check was sized"): Colored MNIST's `ci` preset scores
-# the whole test set (10,000 images) every 10 steps, and `bench regress sweep` trains each of
-# its cells the fewest seeds (0..M-1) that bring the cell's headline allowance under 3.5 points
+# the whole test set (10,000 images) every 20 steps, and `bench regress sweep` trains each of
+# its cells the fewest seeds (0..M-1) that bring the cell's headline allowance under 3.75 points
 # (debias_bench.analysis.check_design: the sharper of the last model's test accuracy and its
 # learning curve's mean), the image sets seed 0 only, which is all the budget allows (1.5x
 # the time of the one-seed sweep), all in one sweep of 2 workers. The baseline holds 20 seeds

@@ -166,18 +166,24 @@ def cmd_record(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_check(args: argparse.Namespace) -> int:
+def checked(args: argparse.Namespace, explain: str | None = None, show_all: bool = False) -> int:
+    """Check ``args.out`` against ``args.baseline`` with ``args``' allowance flags: print the
+    tables (or how the ``explain`` cell's allowances were computed); the exit code."""
     check = regress_check(args.out, args.baseline, tolerance=args.tolerance, noise_z=args.noise_z)
-    if getattr(args, "explain", None):
-        print(check.explain(args.explain))
-        return 1 if check.cell(args.explain).verdict in ("regressed", "missing") else 0
-    print(render(check, show_all=getattr(args, "all", False)))
+    if explain:
+        print(check.explain(explain))
+        return 1 if check.cell(explain).verdict in ("regressed", "missing") else 0
+    print(render(check, show_all=show_all))
     if check.failed:
         print(
             f"regression: {len(check.failed)} cell(s) worse than {args.baseline} allows",
             file=sys.stderr,
         )
     return check.exit_code
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    return checked(args, args.explain, args.all)
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
@@ -194,7 +200,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     code = printed(done)
     if not args.check or done.signal is not None or done.detached:
         return code  # stopped: the runs are not all there to check
-    return cmd_check(args)  # a failed run is a missing cell there: the check names it
+    return checked(args)  # a failed run is a missing cell there: the check names it
 
 
 def cmd_kernels(args: argparse.Namespace) -> int:
